@@ -1,0 +1,18 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    """Attributes that ansible.builtin.action_common_attributes does not define."""
+
+    # Private fragment: not part of the collection's public API.
+    IDEMPOTENT = r'''
+attributes:
+  idempotent:
+    description:
+      - When run twice in a row with the same arguments, the second run reports RV(ignore:changed=false)
+        and changes nothing on the target.
+'''

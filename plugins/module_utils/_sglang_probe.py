@@ -1,0 +1,289 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Probes used by llmops.sglang.wait_for_sglang: systemd unit, process id, journal and HTTP endpoints.
+
+Private module_utils: runs on the target host, Python 3.9+, standard library only.
+Every decision is a small pure function over recorded text (``systemctl show`` output, journal output,
+HTTP status codes) so that it can be tested without systemd or a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import subprocess
+import time
+
+from urllib.error import HTTPError, URLError
+from urllib.request import HTTPSHandler, ProxyHandler, Request, build_opener
+
+UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "NRestarts", "ExecMainStatus", "ExecMainCode",
+                   "ExecMainPID", "InvocationID", "MainPID", "LoadState")
+_INT_PROPERTIES = ("NRestarts", "ExecMainStatus", "ExecMainCode", "ExecMainPID", "MainPID")
+
+C_ENV = {"LC_ALL": "C", "LANGUAGE": "C", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"}
+
+
+def default_run_command(argv):
+    """Run argv without a shell; return (rc, stdout, stderr) like AnsibleModule.run_command."""
+    env = dict(os.environ)
+    env.update(C_ENV)
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False,
+                              stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        return 127, "", str(exc)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# systemd unit
+# ---------------------------------------------------------------------------------------------------------------
+
+def systemctl_show_argv(unit, systemctl="systemctl"):
+    return [systemctl, "show", "--no-pager", "-p", ",".join(UNIT_PROPERTIES), "--", unit]
+
+
+def parse_systemctl_show(text):
+    """Parse ``systemctl show`` KEY=VALUE output into a dict; integer properties become int (None if empty)."""
+    props = {}
+    for line in (text or "").splitlines():
+        if "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        key = key.strip()
+        if not key:
+            continue
+        if key in _INT_PROPERTIES:
+            try:
+                props[key] = int(value.strip())
+            except ValueError:
+                props[key] = None
+        else:
+            props[key] = value.strip()
+    return props
+
+
+def unit_baseline(props):
+    """What to remember from the first observation of the unit."""
+    return {
+        "NRestarts": props.get("NRestarts"),
+        "InvocationID": props.get("InvocationID") or None,
+        "ExecMainPID": props.get("ExecMainPID"),
+        "was_running": props.get("ActiveState") in ("active", "activating", "reloading"),
+    }
+
+
+def unit_exit_code(props):
+    """Exit status of the unit's last main process: negative signal number when killed, None when unknown."""
+    status, code = props.get("ExecMainStatus"), props.get("ExecMainCode")
+    if status is None or code in (None, 0):
+        return None
+    if code in (2, 3):  # CLD_KILLED, CLD_DUMPED: ExecMainStatus is the signal number
+        return -status
+    return status
+
+
+def unit_verdict(props, baseline):
+    """Decide from one ``systemctl show`` observation whether the unit crashed during the wait.
+
+    ``baseline`` is the dict returned by unit_baseline() for the first observation (None on the first call).
+    Returns (crashed, reason, exit_code): crashed is a bool; reason a short human text naming what changed;
+    exit_code the main process's exit status when systemd recorded one, else None.
+    """
+    active = props.get("ActiveState") or ""
+    sub = props.get("SubState") or ""
+    result = props.get("Result") or ""
+    exit_code = unit_exit_code(props)
+    if props.get("LoadState") == "not-found":
+        return True, "unit is not loaded (LoadState=not-found): no such unit", None
+    state = "ActiveState=%s SubState=%s Result=%s" % (active or "?", sub or "?", result or "?")
+    if active == "failed":
+        return True, "unit failed (%s, ExecMainStatus=%s)" % (state, props.get("ExecMainStatus")), exit_code
+    if sub == "auto-restart":
+        return True, "main process exited and systemd is about to restart the unit (%s, NRestarts=%s)" % (
+            state, props.get("NRestarts")), exit_code
+    if active in ("inactive", "deactivating"):
+        if baseline is None or baseline.get("was_running"):
+            return True, "unit stopped (%s, ExecMainStatus=%s)" % (state, props.get("ExecMainStatus")), exit_code
+        return True, "unit is not running (%s): start it before waiting" % state, exit_code
+    if baseline is not None:
+        n0, n1 = baseline.get("NRestarts"), props.get("NRestarts")
+        if n0 is not None and n1 is not None and n1 > n0:
+            return True, "unit restarted during the wait (NRestarts %s -> %s, %s)" % (n0, n1, state), None
+        i0, i1 = baseline.get("InvocationID"), props.get("InvocationID") or None
+        if i0 and i1 and i0 != i1:
+            return True, "unit was started again during the wait (InvocationID %s -> %s, %s)" % (i0, i1, state), None
+    return False, None, None
+
+
+def show_unit(unit, run_command=None, systemctl="systemctl"):
+    """Run ``systemctl show`` for unit; returns (props, error)."""
+    run_command = run_command or default_run_command
+    rc, out, err = run_command(systemctl_show_argv(unit, systemctl))
+    if rc != 0:
+        return {}, "systemctl show %s failed (rc=%s): %s" % (unit, rc, (err or out).strip())
+    return parse_systemctl_show(out), None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# journal of the unit's current invocation
+# ---------------------------------------------------------------------------------------------------------------
+
+def journal_argv(invocation_id, cursor=None, journalctl="journalctl"):
+    argv = [journalctl, "--no-pager", "-q", "-o", "cat", "--show-cursor", "_SYSTEMD_INVOCATION_ID=%s" % invocation_id]
+    if cursor:
+        argv[1:1] = ["--after-cursor", cursor]
+    return argv
+
+
+def parse_journal_output(text):
+    """Split ``journalctl -o cat --show-cursor`` output into (message_text, cursor or None).
+
+    message_text keeps one message per line and ends with a newline when there is any message.
+    """
+    if not text:
+        return "", None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    cursor = None
+    if lines and lines[-1].startswith("-- cursor: "):
+        cursor = lines.pop()[len("-- cursor: "):].strip()
+    lines = [ln for ln in lines if ln != "-- No entries --"]
+    return ("\n".join(lines) + "\n") if lines else "", cursor
+
+
+def read_journal(invocation_id, cursor=None, run_command=None, journalctl="journalctl"):
+    """Return (text, new_cursor, error) for the messages after cursor of one invocation."""
+    run_command = run_command or default_run_command
+    rc, out, err = run_command(journal_argv(invocation_id, cursor, journalctl))
+    if rc != 0:
+        return "", cursor, "journalctl failed (rc=%s): %s" % (rc, (err or out).strip())
+    text, new_cursor = parse_journal_output(out)
+    return text, new_cursor or cursor, None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# process id
+# ---------------------------------------------------------------------------------------------------------------
+
+def pid_identity(pid, proc="/proc"):
+    """Return (alive, start_ticks, state) of a process id read from /proc/<pid>/stat.
+
+    start_ticks (field 22) identifies the process across pid reuse; a zombie (state Z) counts as exited.
+    """
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), "rb") as f:
+            data = f.read().decode("ascii", "replace")
+    except (IOError, OSError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False, None, None
+        except PermissionError:
+            return True, None, None
+        return True, None, None
+    rest = data[data.rfind(")") + 2:].split()
+    state = rest[0] if rest else "?"
+    try:
+        start = int(rest[19])
+    except (IndexError, ValueError):
+        start = None
+    return state not in ("Z", "X", "x"), start, state
+
+
+def pid_verdict(pid, baseline_start, proc="/proc"):
+    """Returns (exited, reason, start_ticks)."""
+    alive, start, state = pid_identity(pid, proc)
+    if not alive:
+        if state:
+            return True, "process %d exited (state %s, not yet reaped by its parent)" % (pid, state), start
+        return True, "process %d exited" % pid, start
+    if baseline_start is not None and start is not None and start != baseline_start:
+        return True, "process %d exited and its pid was reused by another process" % pid, start
+    return False, None, start
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HTTP
+# ---------------------------------------------------------------------------------------------------------------
+
+def _opener(validate_certs, use_proxy=True):
+    if validate_certs:
+        ctx = ssl.create_default_context()
+    else:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    handlers = [HTTPSHandler(context=ctx)]
+    if not use_proxy:
+        handlers.append(ProxyHandler({}))
+    return build_opener(*handlers)
+
+
+def _is_loopback(url):
+    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
+    return host in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+
+
+def http_get(url, path, api_key=None, validate_certs=True, timeout=3.0, max_body=1024 * 1024):
+    """GET url+path; never raises. Returns a dict:
+    {url, status (int|None), error (str|None), refused (bool), elapsed_ms (float), body (str|None)}.
+    """
+    full = url.rstrip("/") + path
+    headers = {"Accept": "application/json", "User-Agent": "llmops.sglang.wait_for_sglang"}
+    if api_key:
+        headers["Authorization"] = "Bearer %s" % api_key
+    t0 = time.monotonic()
+    res = {"url": full, "status": None, "error": None, "refused": False, "elapsed_ms": 0.0, "body": None}
+    try:
+        opener = _opener(validate_certs, use_proxy=not _is_loopback(url))
+        resp = opener.open(Request(full, headers=headers), timeout=timeout)
+        try:
+            res["status"] = resp.getcode()
+            res["body"] = resp.read(max_body).decode("utf-8", "replace")
+        finally:
+            resp.close()
+    except HTTPError as exc:
+        res["status"] = exc.code
+        try:
+            res["body"] = exc.read(4096).decode("utf-8", "replace")
+        except Exception:  # pylint: disable=broad-except
+            res["body"] = None
+        finally:
+            exc.close()
+    except URLError as exc:
+        reason = exc.reason
+        res["refused"] = isinstance(reason, ConnectionRefusedError)
+        res["error"] = "%s" % (reason,)
+    except (socket.timeout, TimeoutError) as exc:
+        res["error"] = "timed out after %.1fs (%s)" % (timeout, exc)
+    except (OSError, ValueError) as exc:
+        res["refused"] = isinstance(exc, ConnectionRefusedError)
+        res["error"] = "%s: %s" % (type(exc).__name__, exc)
+    res["elapsed_ms"] = round((time.monotonic() - t0) * 1000.0, 1)
+    return res
+
+
+def parse_models(body):
+    """Return the model ids of a /v1/models JSON body, or None when it is not such a body."""
+    try:
+        data = json.loads(body or "")
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("data"), list):
+        return None
+    ids = []
+    for item in data["data"]:
+        if isinstance(item, dict) and item.get("id") is not None:
+            ids.append(str(item["id"]))
+    return ids
+
+
+def is_auth_failure(status):
+    return status in (401, 403)

@@ -1,0 +1,172 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Real SGLang releases from PyPI as test inputs (controller/test side only).
+
+Downloads wheels with ``pip download --no-deps`` into
+``${LLMOPS_SGLANG_CACHE:-$HOME/.cache/llmops-sglang}/wheels`` and extracts the files the SM120
+patcher touches (plus the dist-info METADATA) into ``.../trees/<version>/``.  Both steps are
+cached.  From 0.5.11 the wheels are platform wheels, so they are fetched with
+``--only-binary=:all: --platform manylinux_2_34_x86_64 --python-version 3.12``.
+
+A download failure raises :class:`WheelUnavailable` with pip's output: tests must fail loudly,
+never skip, when PyPI is unreachable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+# Fixture set: one release per known shape (sglang-facts.md section 11).
+FIXTURE_VERSIONS = ('0.4.10', '0.5.3', '0.5.7', '0.5.9', '0.5.10', '0.5.13', '0.5.14', '0.5.18', '0.5.20', '0.5.23')
+
+# Files inside the wheel that the patcher may read or write.
+SITE_FILES = (
+    'sglang/__init__.py',
+    'sglang/version.py',
+    'sglang/_version.py',
+    'sglang/srt/__init__.py',
+    'sglang/srt/server_args.py',
+    'sglang/srt/layers/communicator.py',
+    'sglang/srt/layers/layer_boundary/residual/add_norm.py',
+    'sglang/srt/arg_groups/overrides.py',
+    'sglang/srt/layers/flashinfer_comm_fusion.py',
+)
+
+PIP_TIMEOUT = 600
+
+
+class WheelUnavailable(RuntimeError):
+    """A release could not be downloaded or read."""
+
+
+def cache_root() -> Path:
+    env = os.environ.get('LLMOPS_SGLANG_CACHE')
+    root = Path(env) if env else Path.home() / '.cache' / 'llmops-sglang'
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _release_tuple(version: str) -> tuple:
+    match = re.match(r'^(\d+)\.(\d+)\.(\d+)(?:\.post(\d+))?$', version)
+    if not match:
+        raise ValueError('not a plain SGLang release version: %r' % version)
+    return tuple(int(x) if x is not None else 0 for x in match.groups())
+
+
+def is_platform_release(version: str) -> bool:
+    """From 0.5.11 SGLang publishes only cp3xx manylinux wheels."""
+    return _release_tuple(version) >= (0, 5, 11, 0)
+
+
+def pip_command() -> list:
+    return [sys.executable, '-m', 'pip']
+
+
+def download_args(version: str) -> list:
+    args = ['download', '--no-deps', '--disable-pip-version-check', 'sglang==%s' % version]
+    if is_platform_release(version):
+        args += ['--only-binary=:all:', '--platform', 'manylinux_2_34_x86_64', '--python-version', '3.12']
+    return args
+
+
+def _find_wheel(directory: Path, version: str):
+    for wheel in sorted(directory.glob('sglang-%s-*.whl' % version)):
+        return wheel
+    return None
+
+
+def wheel_path(version: str) -> Path:
+    """Return the cached wheel of ``version``, downloading it once."""
+    wheels = cache_root() / 'wheels'
+    wheels.mkdir(parents=True, exist_ok=True)
+    found = _find_wheel(wheels, version)
+    if found is not None:
+        return found
+    with tempfile.TemporaryDirectory(dir=str(wheels), prefix='.dl-') as tmp:
+        argv = pip_command() + download_args(version) + ['-d', tmp]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise WheelUnavailable('could not run %s: %s' % (' '.join(argv), exc)) from exc
+        got = _find_wheel(Path(tmp), version)
+        if proc.returncode != 0 or got is None:
+            raise WheelUnavailable(
+                'pip could not download SGLang %s from PyPI (rc=%s); these tests need the real released wheel. '
+                'Check network access to PyPI or pre-fill %s.\ncommand: %s\nstderr: %s'
+                % (version, proc.returncode, wheels, ' '.join(argv), proc.stderr.strip()[-2000:]))
+        final = wheels / got.name
+        os.replace(str(got), str(final))
+        return final
+
+
+def tree_path(version: str) -> Path:
+    """Return ``<cache>/trees/<version>`` holding ``sglang/...`` site files and the dist-info METADATA."""
+    trees = cache_root() / 'trees'
+    final = trees / version
+    if (final / '.complete').exists():
+        return final
+    wheel = wheel_path(version)
+    trees.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=str(trees), prefix='.x-%s-' % version))
+    try:
+        with zipfile.ZipFile(str(wheel)) as zf:
+            names = set(zf.namelist())
+            wanted = [n for n in SITE_FILES if n in names]
+            wanted += [n for n in names if re.match(r'^sglang-[^/]+\.dist-info/METADATA$', n)]
+            for name in wanted:
+                target = tmp / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(zf.read(name))
+        (tmp / '.complete').write_text(wheel.name + '\n')
+        if final.exists():
+            shutil.rmtree(str(final))
+        os.replace(str(tmp), str(final))
+    except BaseException:
+        shutil.rmtree(str(tmp), ignore_errors=True)
+        raise
+    return final
+
+
+def copy_tree(version: str, dest: Path) -> Path:
+    """Copy the extracted release into ``dest`` (a fresh site-packages-like dir); return ``dest/sglang``."""
+    src = tree_path(version)
+    for entry in src.iterdir():
+        if entry.name.startswith('.'):
+            continue
+        if entry.is_dir():
+            shutil.copytree(str(entry), str(dest / entry.name))
+        else:
+            shutil.copy2(str(entry), str(dest / entry.name))
+    return dest / 'sglang'
+
+
+def released_versions(minimum: str = '0.4.6') -> list:
+    """Every plain release of sglang on the index, oldest first, from ``minimum`` on (pip index versions)."""
+    argv = pip_command() + ['index', 'versions', 'sglang', '--disable-pip-version-check']
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT, check=False)
+    match = re.search(r'Available versions:\s*(.+)', proc.stdout)
+    if proc.returncode != 0 or not match:
+        raise WheelUnavailable('could not list SGLang releases: %s\n%s' % (' '.join(argv), proc.stderr[-2000:]))
+    out = []
+    for item in match.group(1).split(','):
+        item = item.strip()
+        try:
+            key = _release_tuple(item)
+        except ValueError:
+            continue
+        if key >= _release_tuple(minimum):
+            out.append(item)
+    return sorted(out, key=_release_tuple)
+
+
+if __name__ == '__main__':
+    for ver in sys.argv[1:] or FIXTURE_VERSIONS:
+        print(ver, tree_path(ver))
