@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""SGLang stand-in server (test tooling, NOT SGLang).
+
+A CPU-only test host cannot run SGLang (no GPU, no CUDA stack), yet the collection's
+roles, its systemd unit and the ``llmops.sglang.wait_for_sglang`` watcher must be
+exercised for real. This program stands in for ``python -m sglang.launch_server``:
+
+* It REPLAYS a real recorded SGLang startup log (``DIR/server.log`` of a corpus case)
+  to stderr, byte for byte (``\\r`` progress segments, a missing final newline and all),
+  at the recorded pace taken from the ``[YYYY-MM-DD HH:MM:SS ...]`` prefixes, compressed
+  so that the whole replay takes at most ``--max-seconds``. A derived case whose
+  ``expected.json`` has ``new_run_offset_bytes`` is replayed from that offset.
+* It SERVES SGLang's HTTP endpoints with SGLang's status semantics (0.5.0rc2+):
+  the port is closed until the replay reaches ``Uvicorn running on``; ``/health`` and
+  ``/health_generate`` answer 503 with an empty body until the ready line
+  ``The server is fired up and ready to roll!`` was replayed, then 200;
+  ``/model_info``, ``/get_model_info``, ``/v1/models``, ``/server_info`` answer 200 once
+  listening; with an API key (``--api-key`` or ``SGLANG_API_KEY``) every path except
+  ``/health*`` and ``/metrics`` needs ``Authorization: Bearer <key>`` (401 otherwise).
+  ``/generate`` answers 200 with a body that says it comes from this stand-in.
+* When the replay ends it behaves as the recording did (``--outcome auto`` reads
+  ``expected.json``): ``ready`` keeps serving until SIGTERM (exit 0); ``crashed`` exits
+  with status 1, or kills itself with SIGKILL when the recorded signature is
+  ``silent_exit``; ``stalled`` hangs until signalled.
+
+What is real around it: the systemd unit, the role that installs and starts it, the
+log it writes, the TCP port and the HTTP status codes the watcher polls. What is not:
+no model is loaded and no token is generated. It never prints a line of its own except
+on a usage error, and such lines start with ``[llmops-standin]``.
+
+Usage::
+
+    sglang_standin.py --recording DIR [--outcome auto|ready|crashed|stalled]
+                      [--max-seconds 8] <SGLang server args...>
+
+Standard library only; runs on Python 3.9+ (the test hosts' Debian python3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MARK = b'[llmops-standin] '
+READY_LINE = b'The server is fired up and ready to roll!'
+LISTEN_LINE = b'Uvicorn running on'
+# SGLang's own prefix: "[2026-08-01 23:37:38]", "[2026-08-01 23:37:38 DP0 TP1 EP1]", optional fraction
+TIMESTAMP_RE = re.compile(rb'\[(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}:\d{2})(?:[.,]\d+)?(?: [^\]\r\n]{0,60})?\]')
+SERVER_ARGS_MODEL_RE = re.compile(rb"server_args=ServerArgs\(model_path='([^']*)'")
+SERVER_ARGS_CTX_RE = re.compile(rb'server_args=ServerArgs\(.*?\bcontext_length=(\d+)')
+CRASH_HINTS = (b'hit an exception', b'Initialization failed', b'Traceback (most recent call last)',
+               b'Received sigquit', b'scheduler died', b'Error:')
+EPOCH = datetime.datetime(1970, 1, 1)
+
+
+def note(message: str) -> None:
+    """Write one line of the stand-in's own (never from a recording), clearly marked."""
+    try:
+        os.write(2, MARK + message.encode('utf-8', 'replace') + b'\n')
+    except OSError:
+        pass
+
+
+def write_all(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(2, view)
+        except BrokenPipeError:
+            return
+        except InterruptedError:
+            continue
+        view = view[written:]
+
+
+# --------------------------------------------------------------------------- recording
+
+
+class Recording:
+    """A corpus case: the log bytes to replay and what the recording did in the end."""
+
+    def __init__(self, path: str):
+        self.path = path
+        log_path = os.path.join(path, 'server.log')
+        with open(log_path, 'rb') as f:
+            data = f.read()
+        self.expected = {}
+        exp_path = os.path.join(path, 'expected.json')
+        if os.path.exists(exp_path):
+            with open(exp_path, 'r', encoding='utf-8') as f:
+                self.expected = json.load(f)
+        offset = self.expected.get('new_run_offset_bytes') or 0
+        if not 0 <= offset <= len(data):
+            offset = 0
+        self.offset = offset
+        self.data = data[offset:]
+
+    def outcome(self) -> tuple[str, str | None]:
+        """(outcome, signature) the recording shows."""
+        outcome = self.expected.get('outcome')
+        if outcome in ('ready', 'crashed', 'stalled'):
+            return outcome, self.expected.get('signature')
+        # no expected.json: infer from the text
+        if READY_LINE in self.data:
+            return 'ready', None
+        if any(h in self.data for h in CRASH_HINTS):
+            return 'crashed', None
+        return 'stalled', None
+
+    def model_path(self) -> str | None:
+        m = SERVER_ARGS_MODEL_RE.search(self.data)
+        return m.group(1).decode('utf-8', 'replace') if m else None
+
+    def context_length(self) -> int | None:
+        for line in self.data.split(b'\n'):
+            if b'server_args=ServerArgs(' in line:
+                m = SERVER_ARGS_CTX_RE.search(line)
+                return int(m.group(1)) if m else None
+        return None
+
+
+def parse_timestamp(segment: bytes) -> float | None:
+    m = TIMESTAMP_RE.search(segment)
+    if not m:
+        return None
+    try:
+        dt = datetime.datetime.strptime((m.group(1) + b' ' + m.group(2)).decode('ascii'), '%Y-%m-%d %H:%M:%S')
+    except ValueError:
+        return None
+    return (dt - EPOCH).total_seconds()
+
+
+def split_segments(data: bytes) -> list[bytes]:
+    """Physical lines split further at '\\r' (each piece keeps its terminator); joined they give data back."""
+    segments = []
+    for line in _split_keep(data, b'\n'):
+        segments.extend(_split_keep(line, b'\r'))
+    return segments
+
+
+def _split_keep(data: bytes, sep: bytes) -> list[bytes]:
+    parts = data.split(sep)
+    out = [p + sep for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def schedule(segments: list[bytes], max_seconds: float) -> list[float]:
+    """Offsets in seconds from the replay start at which each segment is written.
+
+    Segments without a timestamp inherit the previous time; time never runs backwards;
+    the recorded span is scaled down (never up) to fit into max_seconds.
+    """
+    times = []
+    first = None
+    prev = None
+    for seg in segments:
+        ts = parse_timestamp(seg)
+        if ts is not None and first is None:
+            first = ts
+        times.append(ts)
+    if first is None:
+        return [0.0] * len(segments)
+    eff = []
+    prev = first
+    for ts in times:
+        if ts is not None and ts > prev:
+            prev = ts
+        eff.append(prev - first)
+    span = eff[-1] if eff else 0.0
+    scale = min(1.0, max_seconds / span) if span > 0 else 0.0
+    return [t * scale for t in eff]
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+class State:
+    def __init__(self, args: argparse.Namespace, recording: Recording):
+        self.args = args
+        self.recording = recording
+        self.ready = False
+        self.created = int(time.time())
+        self.model_path = args.model_path or recording.model_path() or 'llmops-standin/model'
+        self.served_model_name = args.served_model_name or self.model_path
+        self.context_length = args.context_length or recording.context_length() or 32768
+        self.api_key = args.api_key if args.api_key is not None else os.environ.get('SGLANG_API_KEY') or None
+        self.version = recording.expected.get('sglang_version') or 'unknown'
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = 'uvicorn'
+    sys_version = ''
+    protocol_version = 'HTTP/1.1'
+    state: State = None  # set on the subclass per server
+
+    def log_message(self, format, *args):  # noqa: A002  (signature of the base class)
+        pass  # no access log: every stderr byte comes from the recording
+
+    def _send(self, status: int, body: object = None) -> None:
+        payload = b'' if body is None else json.dumps(body).encode('utf-8')
+        self.send_response(status)
+        if body is not None:
+            self.send_header('content-type', 'application/json')
+        self.send_header('content-length', str(len(payload)))
+        self.end_headers()
+        if self.command != 'HEAD':
+            self.wfile.write(payload)
+
+    def _authorized(self, path: str) -> bool:
+        key = self.state.api_key
+        if not key or path.startswith('/health') or path.startswith('/metrics'):
+            return True
+        return self.headers.get('Authorization') == 'Bearer ' + key
+
+    def _read_body(self) -> bytes:
+        length = int(self.headers.get('content-length') or 0)
+        return self.rfile.read(length) if length > 0 else b''
+
+    def do_GET(self):
+        self._route()
+
+    def do_POST(self):
+        self._route()
+
+    def do_HEAD(self):
+        self._route()
+
+    def _route(self) -> None:
+        st = self.state
+        path = self.path.split('?', 1)[0]
+        if self.command == 'POST':
+            self._read_body()
+        if not self._authorized(path):
+            self._send(401, {'error': 'Unauthorized'})
+            return
+        if path in ('/health', '/health_generate'):
+            self._send(200 if st.ready else 503)
+        elif path in ('/model_info', '/get_model_info'):
+            self._send(200, {
+                'model_path': st.model_path,
+                'tokenizer_path': st.model_path,
+                'is_generation': True,
+                'preferred_sampling_params': None,
+                'weight_version': 'default',
+                'has_image_understanding': False,
+                'model_type': None,
+                'architectures': None,
+                'served_model_name': st.served_model_name,
+            })
+        elif path == '/v1/models':
+            self._send(200, {'object': 'list', 'data': [{
+                'id': st.served_model_name,
+                'object': 'model',
+                'created': st.created,
+                'owned_by': 'sglang',
+                'root': st.served_model_name,
+                'max_model_len': st.context_length,
+            }]})
+        elif path in ('/server_info', '/get_server_info'):
+            self._send(200, {
+                'model_path': st.model_path,
+                'served_model_name': st.served_model_name,
+                'host': st.args.host,
+                'port': st.args.port,
+                'context_length': st.context_length,
+                'version': st.version,
+                'internal_states': [{'ready': st.ready}],
+                'llmops_standin': {
+                    'note': 'SGLang stand-in server (test tooling, NOT SGLang): replays a recorded startup log',
+                    'recording': st.recording.path,
+                },
+            })
+        elif path == '/metrics' and st.args.enable_metrics:
+            body = ('# llmops-standin: SGLang stand-in, no real metrics\n'
+                    'sglang:num_running_reqs{model_name="%s"} 0.0\n' % st.served_model_name).encode('utf-8')
+            self.send_response(200)
+            self.send_header('content-type', 'text/plain; version=0.0.4; charset=utf-8')
+            self.send_header('content-length', str(len(body)))
+            self.end_headers()
+            if self.command != 'HEAD':
+                self.wfile.write(body)
+        elif path in ('/generate', '/v1/completions', '/v1/chat/completions') and self.command == 'POST':
+            self._send(200, {
+                'text': 'llmops-standin: SGLang stand-in server (test tooling, NOT SGLang); no model is loaded',
+                'meta_info': {'id': 'llmops-standin', 'finish_reason': {'type': 'length', 'length': 0},
+                              'prompt_tokens': 0, 'completion_tokens': 0, 'llmops_standin': True},
+            })
+        else:
+            self._send(404, {'detail': 'Not Found'})
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def start_http(state: State) -> Server:
+    host = state.args.host
+    handler = type('BoundHandler', (Handler,), {'state': state})
+    server_cls = Server
+    if ':' in host:
+        server_cls = type('Server6', (Server,), {'address_family': socket.AF_INET6})
+    server = server_cls((host, state.args.port), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={'poll_interval': 0.1}, daemon=True)
+    thread.start()
+    return server
+
+
+# --------------------------------------------------------------------------- main
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog='sglang_standin.py',
+        description='SGLang stand-in server (test tooling, NOT SGLang): replays a recorded SGLang startup log '
+                    'and serves SGLang\'s HTTP endpoints with SGLang\'s status semantics.')
+    p.add_argument('--recording', required=True, help='corpus case directory holding server.log (+ expected.json)')
+    p.add_argument('--outcome', default='auto', choices=['auto', 'ready', 'crashed', 'stalled'],
+                   help='what to do when the replay ends; auto = what expected.json recorded')
+    p.add_argument('--max-seconds', type=float, default=8.0, help='upper bound of the replay duration (seconds)')
+    # SGLang's own server arguments that the stand-in honours; everything else is accepted and ignored
+    p.add_argument('--host', default='127.0.0.1')
+    p.add_argument('--port', type=int, default=30000)
+    p.add_argument('--api-key', default=None)
+    p.add_argument('--served-model-name', default=None)
+    p.add_argument('--model-path', '--model', dest='model_path', default=None)
+    p.add_argument('--context-length', type=int, default=None)
+    p.add_argument('--enable-metrics', action='store_true')
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, _ignored = build_parser().parse_known_args(argv)
+
+    def on_term(signum, frame):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+
+    try:
+        recording = Recording(args.recording)
+    except (OSError, ValueError) as exc:
+        note('cannot read recording %s: %s; pass --recording DIR holding server.log (and expected.json)'
+             % (args.recording, exc))
+        return 2
+    outcome, signature = recording.outcome()
+    if args.outcome != 'auto':
+        outcome = args.outcome
+        if outcome != 'crashed':
+            signature = None
+
+    state = State(args, recording)
+    server = None
+
+    def listen() -> None:
+        nonlocal server
+        if server is None:
+            try:
+                server = start_http(state)
+            except OSError as exc:
+                note('cannot listen on %s:%s: %s' % (args.host, args.port, exc))
+                raise SystemExit(1)
+
+    segments = split_segments(recording.data)
+    offsets = schedule(segments, max(0.0, args.max_seconds))
+    t0 = time.monotonic()
+    for seg, off in zip(segments, offsets):
+        delay = t0 + off - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        write_all(seg)
+        if LISTEN_LINE in seg:
+            listen()
+        if READY_LINE in seg:
+            listen()  # a recording may lack the Uvicorn line (excerpt); the ready line implies listening
+            state.ready = True
+
+    if outcome == 'ready':
+        listen()
+        state.ready = True
+        while True:
+            time.sleep(3600)
+    if outcome == 'crashed':
+        if server is not None:
+            server.server_close()
+        if signature == 'silent_exit':
+            os.kill(os.getpid(), signal.SIGKILL)
+        return 1
+    while True:  # stalled
+        time.sleep(3600)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
