@@ -64,13 +64,13 @@ trap cleanup EXIT
 step "Booting ${#nodes[@]} systemd-nspawn hosts"
 bash "$fleet" down "${nodes[@]}" >/dev/null 2>&1 || true
 bash "$fleet" up "${nodes[@]}"
-bash "$fleet" inventory "$dir/demo-hosts.ini" "${nodes[@]}"
+bash "$fleet" inventory --group sglang "$dir/demo-hosts.yml" "${nodes[@]}"
 
 step "ansible-playbook llmops.sglang.deploy ($scenario)"
 start=$(date +%s)
 set +e
 ansible-playbook llmops.sglang.deploy \
-  -i "$dir/demo-hosts.ini" -i "$repo/demo/inventory.yml" \
+  -i "$dir/demo-hosts.yml" -i "$repo/demo/inventory.yml" \
   -e llmops_demo="$scenario"
 rc=$?
 set -e
