@@ -1,0 +1,132 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Controller side of llmops.sglang.wait_for_sglang: drives the module in short rounds and prints live progress."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.llmops.sglang.plugins.modules.wait_for_sglang import argument_spec
+
+display = Display()
+
+MODULE = 'llmops.sglang.wait_for_sglang'
+TERMINAL = ('ready', 'crashed', 'stalled', 'timeout', 'error')
+PER_ROUND_KEYS = ('new_lines', 'new_lines_dropped', 'probes', '_state')
+# Rounds end early on every stage change and terminal status, so their length only bounds how late new log lines
+# appear at -v and how often a module process is started (CPU) during long, quiet stages.
+ROUND_SECONDS_QUIET = 30.0
+ROUND_SECONDS_VERBOSE = 5.0
+CONTROLLER_GRACE = 120.0
+
+
+def public_argument_spec():
+    return dict((k, v) for k, v in argument_spec().items() if not k.startswith('_'))
+
+
+def progress_line(host, res):
+    """The one line printed per stage change (and per 25 % of a progress bar)."""
+    stage = res.get('stage') or 'start'
+    pct = res.get('progress')
+    status = res.get('status')
+    text = stage if pct is None or status in TERMINAL else '%s %d%%' % (stage, pct)
+    if status == 'crashed':
+        text = 'crashed at %s: %s' % (stage, res.get('signature'))
+    elif status in ('stalled', 'timeout', 'error'):
+        text = '%s at %s' % (status, stage)
+    return '%s: %s (%.1fs)' % (host, text, float(res.get('elapsed') or 0.0))
+
+
+class ActionModule(ActionBase):
+
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def _round(self, module_args, task_vars):
+        """Run one module round; reset the connection and retry once on a connection failure."""
+        try:
+            return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+        except AnsibleConnectionFailure as exc:
+            display.warning('%s: connection failed during wait_for_sglang (%s); resetting the connection and retrying once'
+                            % (task_vars.get('inventory_hostname'), exc))
+            try:
+                self._connection.reset()
+            except Exception as reset_exc:  # pylint: disable=broad-except
+                display.vvv('connection reset failed: %s' % reset_exc, host=task_vars.get('inventory_hostname'))
+            return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp  # not used
+
+        validation, new_args = self.validate_argument_spec(
+            argument_spec=public_argument_spec(),
+            required_one_of=[('log_path', 'unit', 'url')],
+            required_by={'served_model_name': 'url'},
+        )
+        del validation
+        host = task_vars.get('inventory_hostname') or self._play_context.remote_addr or 'localhost'
+        check_mode = bool(self._task.check_mode)
+        if check_mode:
+            round_seconds = 0.0
+        else:
+            round_seconds = ROUND_SECONDS_VERBOSE if display.verbosity >= 1 else ROUND_SECONDS_QUIET
+        deadline = time.monotonic() + float(new_args.get('timeout') or 1800) + CONTROLLER_GRACE
+
+        state = {}
+        last_line = None
+        res = {}
+        rounds = 0
+        try:
+            while True:
+                module_args = dict(new_args, _state=state, _round_seconds=round_seconds, _host=host)
+                res = self._round(module_args, task_vars)
+                rounds += 1
+                if res.get('failed') or '_state' not in res:
+                    # argument or environment problem reported by the module itself (no wait happened)
+                    res.pop('_state', None)
+                    result.update(res)
+                    result['failed'] = True
+                    return result
+                state = res['_state']
+                self._show(host, res)
+                line = progress_line(host, res)
+                if line.split(' (')[0] != (last_line or '').split(' (')[0]:
+                    display.display(line)
+                    last_line = line
+                if check_mode or res.get('status') in TERMINAL:
+                    break
+                if time.monotonic() > deadline:
+                    res['status'] = 'timeout'
+                    res['msg'] = ('SGLang on %s: the controller gave up after %d rounds past timeout=%ss; the module '
+                                  'rounds did not end the wait (last stage %s)' % (host, rounds, new_args.get('timeout'),
+                                                                                   res.get('stage')))
+                    break
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+
+        for key in PER_ROUND_KEYS:
+            res.pop(key, None)
+        result.update(res)
+        result['changed'] = False
+        result['failed'] = (res.get('status') != 'ready') and not check_mode
+        return result
+
+    @staticmethod
+    def _show(host, res):
+        for line in res.get('new_lines') or []:
+            display.v(line, host=host)
+        if res.get('new_lines_dropped'):
+            display.v('(%d more log lines not shown; see log_tail)' % res['new_lines_dropped'], host=host)
+        if display.verbosity >= 3 and res.get('probes'):
+            for pr in res['probes']:
+                display.vvv('probe %s' % json.dumps(pr, sort_keys=True, default=str), host=host)

@@ -1,0 +1,440 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: wait_for_sglang
+short_description: Wait until an SGLang server is ready, and tell at once when it crashed or stalled
+version_added: 0.1.0
+description:
+  - Follows the startup of an SGLang server and decides within a fraction of a second whether it is V(ready),
+    V(crashed), V(stalled) or timed out (V(timeout)).
+  - Reads only the bytes the server log gained since O(log_offset) (never the whole file), feeds them line by line
+    to the collection's SGLang log classifier (stages, crash signatures, the false-positive traps of the
+    C(server_args=) dump, C(Ignore import error) lines and benign warnings), and watches the systemd O(unit),
+    the process O(pid) and the HTTP endpoints under O(url) at the same time.
+  - A crash is reported with its class (RV(signature)), the first line that proves it (RV(error_line)), the
+    traceback (RV(error_context)) and a hint what to try.
+  - The action plugin of the same name drives the module in short rounds, so C(ansible-playbook) prints one line per
+    stage change and host while the wait runs (C(node1: load_weights 57% (43.0s))), new log lines at C(-v) and the raw
+    probe results at C(-vvv).
+options:
+  log_path:
+    description:
+      - The server's log file (for example where the unit's C(StandardOutput=append:) writes).
+      - The file may not exist yet when the wait starts; it is read once it appears.
+      - A file that is truncated or replaced (new inode, log rotation) is read again from byte 0.
+      - When omitted and O(unit) is set, the unit's journal is read instead, for its current invocation only
+        (C(_SYSTEMD_INVOCATION_ID)).
+    type: path
+  log_offset:
+    description:
+      - Byte offset in O(log_path) where the current run starts; record the file size before restarting the server.
+      - Lines before it belong to earlier runs and never count (an old C(fired up) line is never taken for ready).
+      - If the file is now shorter than the offset, or was replaced, the new file is read from byte 0.
+      - Default is the file's size when the wait starts (0 when it does not exist yet).
+    type: int
+  unit:
+    description:
+      - The systemd unit running the server, for example V(sglang.service).
+      - Watches C(ActiveState), C(SubState), C(Result), C(NRestarts), C(ExecMainStatus) and C(InvocationID).
+        A unit that fails, stops or restarts during the wait (C(NRestarts) grows or C(InvocationID) changes after the
+        first observation) is a crash (RV(signature=unit_failed) unless the log names a better class).
+    type: str
+  pid:
+    description:
+      - Process id to watch when there is no systemd. Its exit (or a zombie, or reuse of the pid) is a crash
+        (RV(signature=process_exited) unless the log names a better class).
+    type: int
+  url:
+    description:
+      - Base URL of the server, for example V(http://127.0.0.1:30000).
+      - C(/health) answers 503 until warmup has finished on SGLang 0.5.0rc2 and later, so with O(ready_probe=auto)
+        ready means C(/health) 200 B(and) the log's ready line (or C(/health) 200 alone when no log is watched).
+      - C(/v1/models) only means that HTTP is up; it fills RV(models).
+      - HTTP 401 or 403 is reported at once as an authentication problem, never waited out.
+    type: str
+  served_model_name:
+    description:
+      - Model id that C(/v1/models) must list (the server's C(--served-model-name)). Requires O(url).
+      - Another id means that another server answers on the port; the wait then fails at once.
+    type: str
+  api_key:
+    description:
+      - The server's C(--api-key), sent as C(Authorization: Bearer) to every endpoint except C(/health*).
+    type: str
+  validate_certs:
+    description:
+      - Verify the TLS certificate of an C(https) O(url).
+    type: bool
+    default: true
+  ready_probe:
+    description:
+      - What proves readiness.
+      - V(auto) is the log's ready line; with O(url) also C(/health) 200 (C(/health) 200 alone without a log).
+      - V(log) is the log's ready line only (HTTP is still probed for RV(models) and authentication).
+      - V(health) is C(/health) 200 alone, V(health_generate) is C(/health_generate) 200 alone (SGLang 0.5.0rc0 and
+        older, where C(/health) is static).
+    type: str
+    choices: [auto, log, health, health_generate]
+    default: auto
+  node_rank:
+    description:
+      - The C(--node-rank) of this host in a multi-node start. Ranks 1 and higher never print the ready line and open
+        no HTTP port.
+      - For a rank of 1 or higher, ready means that the log reached stage V(kv_cache) or later, the process or unit
+        is alive, and either a scheduler line showed that it is up (C(max_total_num_tokens=) or the end of CUDA graph
+        capture) or the log stayed quiet for 10 seconds. O(url) is not probed for these ranks.
+      - Readiness of the whole multi-node server is proven only by the wait on node rank 0.
+    type: int
+    default: 0
+  timeout:
+    description:
+      - Maximum number of seconds to wait for the server to become ready.
+    type: int
+    default: 1800
+  stall_timeout:
+    description:
+      - Number of seconds without new log output and without any change of stage, unit or HTTP state after which the
+        start counts as stalled (for example a hang at NCCL init). V(0) turns this off.
+    type: int
+    default: 900
+  sleep:
+    description:
+      - Seconds between two probes of the unit, the process, the journal and HTTP. The log file itself is checked with
+        a cheap C(stat) every 0.05 seconds, so a new log line is seen within about 0.1 seconds.
+    type: float
+    default: 0.25
+  crash_patterns:
+    description:
+      - Extra regular expressions (Python C(re) syntax); a log line that matches one proves a crash
+        (RV(signature=traceback) unless the line also matches a more specific built-in class).
+    type: list
+    elements: str
+    default: []
+  ignore_patterns:
+    description:
+      - Regular expressions; matching log lines are never evidence of anything (neither stage nor crash).
+    type: list
+    elements: str
+    default: []
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+  - llmops.sglang._attributes.IDEMPOTENT
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+    details: One probe round, no waiting; reports RV(status) (V(starting) when nothing is decided yet) and never fails
+      because the server is not ready.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: Only reads; never changes the target.
+  platform:
+    platforms: posix
+notes:
+  - Record the log file's size (M(ansible.builtin.stat)) before restarting the server and pass it as O(log_offset) when
+    the log is appended across restarts; otherwise a server that had already printed lines before the wait starts may
+    have its first lines counted to the previous run.
+  - Multi-rank logs print each stage once per rank; the stage is the furthest any rank reached.
+  - Speculative decoding loads a draft model after the target model, so init and weight loading appear again after a
+    capture stage. That is not a restart.
+  - The systemd watch uses C(systemctl show); the journal is read with C(journalctl _SYSTEMD_INVOCATION_ID=...) only
+    when O(log_path) is not given. The user running the module needs read access to the journal.
+seealso:
+  - module: ansible.builtin.wait_for
+    description: Generic waiting for a port, a file or a regular expression; no failure patterns, no stale-line protection.
+  - module: ansible.builtin.uri
+    description: Single HTTP request; with until/retries it only knows "not yet".
+  - module: llmops.sglang.nvidia_driver_match
+    description: Check that the NVIDIA kernel module and user space match (cause of many NCCL and CUDA start failures).
+author:
+  - llmops.sglang contributors
+'''
+
+EXAMPLES = r'''
+- name: Remember where the new run starts in the appended log
+  ansible.builtin.stat:
+    path: /var/log/sglang/server.log
+  register: sglang_log_before
+
+- name: Restart SGLang
+  ansible.builtin.systemd_service:
+    name: sglang.service
+    state: restarted
+
+- name: Wait for SGLang (log, unit and HTTP)
+  llmops.sglang.wait_for_sglang:
+    log_path: /var/log/sglang/server.log
+    log_offset: "{{ sglang_log_before.stat.size | default(0) }}"
+    unit: sglang.service
+    url: http://127.0.0.1:30000
+    served_model_name: glm-5
+    api_key: "{{ sglang_api_key }}"
+    timeout: 2400
+    stall_timeout: 600
+  register: sglang_wait
+
+- name: Show how long each stage took
+  ansible.builtin.debug:
+    msg: "{{ sglang_wait.stages | map(attribute='stage') | zip(sglang_wait.stages | map(attribute='elapsed')) | list }}"
+
+- name: Wait on a unit that logs to the journal only
+  llmops.sglang.wait_for_sglang:
+    unit: sglang.service
+    url: http://127.0.0.1:30000
+
+- name: Wait on node rank 1 of a two-node start (no ready line, no HTTP there)
+  llmops.sglang.wait_for_sglang:
+    unit: sglang.service
+    node_rank: 1
+
+- name: Keep going on failure and decide later
+  llmops.sglang.wait_for_sglang:
+    log_path: /srv/sglang/server.log
+    pid: "{{ sglang_pid }}"
+    crash_patterns:
+      - 'RuntimeError: my custom kernel failed'
+    ignore_patterns:
+      - 'Traceback .* in my_benign_plugin'
+  register: sglang_wait
+  ignore_errors: true  # the next task reports the signature to the operator
+
+- name: Report the crash class
+  ansible.builtin.debug:
+    msg: "{{ sglang_wait.signature }}: {{ sglang_wait.error_line }}"
+  when: sglang_wait.status == 'crashed'
+'''
+
+RETURN = r'''
+status:
+  description:
+    - V(ready), V(crashed), V(stalled) or V(timeout); V(error) when the watcher cannot decide because of a problem on its
+      side (HTTP 401/403, or O(served_model_name) not served).
+    - V(starting) only in check mode, when one probe round decided nothing yet.
+  returned: always
+  type: str
+  sample: crashed
+ready:
+  description: Whether RV(status) is V(ready).
+  returned: always
+  type: bool
+  sample: false
+elapsed:
+  description: Seconds from the start of the wait to the decision.
+  returned: always
+  type: float
+  sample: 83.2
+stage:
+  description: Last startup stage reached (V(start), V(init_distributed), V(load_weights), V(kv_cache), V(cuda_graph),
+    V(http_listening), V(warmup), V(ready)).
+  returned: always
+  type: str
+  sample: cuda_graph
+stages:
+  description: The stages in the order they were first reached, with seconds since the start of the wait and the line.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {stage: init_distributed, elapsed: 2.1, line: "[2026-06-11 05:10:02 TP0] Init torch distributed begin."}
+    - {stage: load_weights, elapsed: 3.0, line: "[2026-06-11 05:10:03 TP0] Load weight begin. avail mem=23.2 GB"}
+signature:
+  description: Crash class when RV(status) is V(crashed), else null. One of V(traceback), V(sigquit_child), V(cuda_oom),
+    V(cuda_error), V(nccl_error), V(import_error), V(arg_error), V(driver_mismatch), V(unsupported_arch),
+    V(device_error), V(warmup_failed), V(silent_exit), V(unit_failed), V(process_exited).
+  returned: always
+  type: str
+  sample: cuda_oom
+error_line:
+  description: Exact text of the first log line that proves the failure (including progress-bar carriage returns), or null.
+  returned: always
+  type: str
+  sample: "[2026-06-11 05:11:58 TP0] Scheduler hit an exception: Traceback (most recent call last):"
+error_lineno:
+  description: Line number of RV(error_line), counted from O(log_offset) (or from the start of the journal invocation).
+  returned: always
+  type: int
+  sample: 412
+error_context:
+  description: The traceback or the lines around RV(error_line) (at most about 40 lines); empty unless crashed.
+  returned: always
+  type: list
+  elements: str
+  sample: ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."]
+log_tail:
+  description: The last lines of this run's log (ANSI colours removed, last progress-bar segment only).
+  returned: always
+  type: list
+  elements: str
+  sample: ["[2026-06-11 05:11:58] Received sigquit from a child process. It usually means the child failed."]
+log_source:
+  description: Where log lines came from, V(file), V(journal), or null when no log is watched.
+  returned: always
+  type: str
+  sample: file
+log_reset:
+  description: V(appeared), V(truncated) or V(replaced) when the log file appeared, was truncated or replaced during
+    the wait, else null.
+  returned: always
+  type: str
+  sample: replaced
+log_offset_end:
+  description: Byte offset in O(log_path) up to which the log was read; pass it as O(log_offset) to a later wait.
+  returned: when O(log_path) is set
+  type: int
+  sample: 45972
+unit:
+  description: Last C(systemctl show) properties of O(unit) (or C(error) when C(systemctl) failed).
+  returned: when O(unit) is set
+  type: dict
+  sample: {ActiveState: failed, SubState: failed, Result: exit-code, NRestarts: 0, ExecMainStatus: 1,
+           InvocationID: 2f7c0b4c6d0e4b1a9c3e5f7a8b9c0d1e, MainPID: 0, ExecMainPID: 41210}
+http:
+  description: Last HTTP probe results per endpoint (C(health), C(v1_models)), each with C(url), C(status),
+    C(error), C(refused) and C(elapsed_ms).
+  returned: when O(url) is set and HTTP was probed
+  type: dict
+  sample: {url: "http://127.0.0.1:30000", health: {url: "http://127.0.0.1:30000/health", status: 200, error: null,
+           refused: false, elapsed_ms: 3.1}}
+models:
+  description: Model ids listed by C(/v1/models), or null when not (yet) answered.
+  returned: always
+  type: list
+  elements: str
+  sample: ["glm-5"]
+progress:
+  description: Last progress-bar percentage seen in the current stage (weight loading, CUDA graph capture), or null.
+  returned: always
+  type: int
+  sample: 57
+exited:
+  description: How the process or unit was seen to exit (C(by) V(unit) or V(pid), C(reason), C(exit_code)), or null.
+  returned: always
+  type: dict
+  sample: {by: unit, reason: "unit sglang.service: unit failed (ActiveState=failed SubState=failed Result=exit-code)",
+           exit_code: 1}
+msg:
+  description: What was decided, why, and what to try.
+  returned: always
+  type: str
+  sample: >-
+    SGLang on node1 crashed after 83.2s at stage cuda_graph: cuda_oom: "torch.OutOfMemoryError: CUDA out of memory. ..."
+    (log /var/log/sglang/server.log, line 412); try a lower --mem-fraction-static or --cuda-graph-max-bs
+'''
+
+import re
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import C_ENV
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import TERMINAL, WaitParams, WaitRound
+
+PER_ROUND_KEYS = ("new_lines", "new_lines_dropped", "probes")
+
+
+def argument_spec():
+    return dict(
+        log_path=dict(type='path'),
+        log_offset=dict(type='int'),
+        unit=dict(type='str'),
+        pid=dict(type='int'),
+        url=dict(type='str'),
+        served_model_name=dict(type='str'),
+        api_key=dict(type='str', no_log=True),
+        validate_certs=dict(type='bool', default=True),
+        ready_probe=dict(type='str', default='auto', choices=['auto', 'log', 'health', 'health_generate']),
+        node_rank=dict(type='int', default=0),
+        timeout=dict(type='int', default=1800),
+        stall_timeout=dict(type='int', default=900),
+        sleep=dict(type='float', default=0.25),
+        crash_patterns=dict(type='list', elements='str', default=[]),
+        ignore_patterns=dict(type='list', elements='str', default=[]),
+        # private, set by the action plugin only; stripped from invocation.module_args
+        _state=dict(type='raw'),
+        _round_seconds=dict(type='float'),
+        _host=dict(type='str'),
+    )
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=argument_spec(),
+        required_one_of=[('log_path', 'unit', 'url')],
+        required_by={'served_model_name': 'url'},
+        supports_check_mode=True,
+    )
+    p = module.params
+    public = dict((k, v) for k, v in p.items() if not k.startswith('_'))
+    invocation = {'module_args': dict((k, ('VALUE_SPECIFIED_IN_NO_LOG_PARAMETER' if k == 'api_key' and v else v))
+                                      for k, v in public.items())}
+
+    for opt in ('crash_patterns', 'ignore_patterns'):
+        for pat in p[opt]:
+            try:
+                re.compile(pat)
+            except re.error as exc:
+                module.fail_json(msg="%s entry %r is not a valid Python regular expression: %s; fix or quote the pattern"
+                                 % (opt, pat, exc), invocation=invocation)
+    for opt in ('timeout', 'stall_timeout', 'log_offset', 'node_rank', 'pid'):
+        if p[opt] is not None and p[opt] < 0:
+            module.fail_json(msg="%s must be 0 or more, got %s" % (opt, p[opt]), invocation=invocation)
+    if p['sleep'] <= 0:
+        module.fail_json(msg="sleep must be more than 0 seconds, got %s" % p['sleep'], invocation=invocation)
+    if p['url'] and not re.match(r'^https?://', p['url']):
+        module.fail_json(msg="url %r must start with http:// or https://, for example http://127.0.0.1:30000" % p['url'],
+                         invocation=invocation)
+
+    bins = {}
+    if p['unit']:
+        for name in ('systemctl',) + (() if p['log_path'] else ('journalctl',)):
+            path = module.get_bin_path(name)
+            if not path:
+                module.fail_json(msg="unit=%s is set but %s was not found on %s: the host does not run systemd; watch the "
+                                     "server with pid and log_path instead" % (p['unit'], name, socket.gethostname()),
+                                 invocation=invocation)
+            bins[name] = path
+
+    def run_command(argv):
+        argv = list(argv)
+        argv[0] = bins.get(argv[0], argv[0])
+        return module.run_command(argv, environ_update=C_ENV, check_rc=False)
+
+    params = WaitParams(host=p['_host'], **public)
+    state = p['_state']
+    driven = state is not None  # called by the action plugin: one round, the plugin decides failure
+    if module.check_mode:
+        round_seconds = 0.0
+    elif driven:
+        round_seconds = p['_round_seconds'] if p['_round_seconds'] is not None else 10.0
+    else:
+        round_seconds = None
+    wait_round = WaitRound(params, state=(state or None) if isinstance(state, dict) else None, run_command=run_command)
+    res = wait_round.run(round_seconds)
+    new_state = res.pop('_state')
+    per_round = dict((k, res.pop(k)) for k in PER_ROUND_KEYS)
+    if driven:
+        res.update(per_round)
+        module.exit_json(changed=False, _state=new_state, invocation=invocation, **res)
+    if module.check_mode or res['status'] == 'ready':
+        module.exit_json(changed=False, invocation=invocation, **res)
+    if res['status'] not in TERMINAL:  # pragma: no cover - a round without a limit only ends on a terminal status
+        res['status'] = 'timeout'
+    module.fail_json(invocation=invocation, **res)
+
+
+if __name__ == '__main__':
+    main()
