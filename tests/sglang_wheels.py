@@ -38,7 +38,14 @@ SITE_FILES = (
     'sglang/srt/layers/layer_boundary/residual/add_norm.py',
     'sglang/srt/arg_groups/overrides.py',
     'sglang/srt/layers/flashinfer_comm_fusion.py',
+    # where the helpers live: is_sm120_supported (0.5.4+) and get_platform().is_sm120 (0.5.19+)
+    'sglang/srt/utils.py',
+    'sglang/srt/utils/__init__.py',
+    'sglang/srt/utils/common.py',
+    'sglang/srt/runtime_context.py',
 )
+# Bump when SITE_FILES changes so cached trees are extracted again.
+TREE_FORMAT = '2'
 
 PIP_TIMEOUT = 600
 
@@ -111,7 +118,8 @@ def tree_path(version: str) -> Path:
     """Return ``<cache>/trees/<version>`` holding ``sglang/...`` site files and the dist-info METADATA."""
     trees = cache_root() / 'trees'
     final = trees / version
-    if (final / '.complete').exists():
+    marker = final / '.complete'
+    if marker.exists() and marker.read_text().split('\n')[0] == 'format %s' % TREE_FORMAT:
         return final
     wheel = wheel_path(version)
     trees.mkdir(parents=True, exist_ok=True)
@@ -125,7 +133,7 @@ def tree_path(version: str) -> Path:
                 target = tmp / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(zf.read(name))
-        (tmp / '.complete').write_text(wheel.name + '\n')
+        (tmp / '.complete').write_text('format %s\n%s\n' % (TREE_FORMAT, wheel.name))
         if final.exists():
             shutil.rmtree(str(final))
         os.replace(str(tmp), str(final))
