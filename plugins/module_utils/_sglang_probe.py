@@ -108,7 +108,7 @@ def unit_verdict(props, baseline):
         return True, "main process exited and systemd is about to restart the unit (%s, NRestarts=%s)" % (
             state, props.get("NRestarts")), exit_code
     if active in ("inactive", "deactivating"):
-        if baseline is None or baseline.get("was_running"):
+        if baseline is not None and baseline.get("was_running"):
             return True, "unit stopped (%s, ExecMainStatus=%s)" % (state, props.get("ExecMainStatus")), exit_code
         return True, "unit is not running (%s): start it before waiting" % state, exit_code
     if baseline is not None:

@@ -29,6 +29,7 @@ MAX_LINE_CHARS = 1000
 MAX_NEW_LINES = 200
 RANK_SETTLE_SECONDS = 10.0
 INNER_POLL = 0.05
+PROGRESS_STAGES = ("load_weights", "cuda_graph")
 
 # Loading / capture progress bars of tqdm ("Loading safetensors checkpoint shards:  57% Completed | 4/7",
 # "Capturing batches (bs=8 avail_mem=7.19 GB):  12%|...").
@@ -190,8 +191,9 @@ class WaitRound:
             if stage_lines:
                 pos = text.rfind(stage_lines[-1][-200:])
                 scan = text[pos:] if pos >= 0 else text
-        for m in _PROGRESS_RE.finditer(scan):
-            self.s["progress"] = int(m.group(1))
+        if self.classifier.stage in PROGRESS_STAGES:
+            for m in _PROGRESS_RE.finditer(scan):
+                self.s["progress"] = int(m.group(1))
         buf = self.s["tail_partial"] + text
         lines = buf.split("\n")
         self.s["tail_partial"] = lines.pop()[-4 * MAX_LINE_CHARS:]
