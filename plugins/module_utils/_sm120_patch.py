@@ -1022,6 +1022,10 @@ def run_patch(params, run, check_mode=False, want_diff=False, move=None, backup=
     result['changed'] = bool(changed)
     if want_diff and changed:
         result['diff'] = diffs(ws)
+    if changed and check_mode:
+        # compiling reads nothing on disk: check mode also proves the new text is valid for the target's Python
+        for rel in changed:
+            compile_check(python, ws.path(rel), ws.text(rel).encode('utf-8'), run)
     if changed and not check_mode:
         try:
             _paths, backups = write(ws, python, run, move=move, backup=backup)
