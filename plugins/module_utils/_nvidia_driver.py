@@ -438,7 +438,7 @@ _KERNEL_SIDE_RE = re.compile(
 # Tools versioned on their own, container toolkit, CUDA toolkit, helpers.
 _OWN_VERSION_RE = re.compile(
     r'(?:^nvidia-settings|^nvidia-xconfig|^nvidia-modprobe|^nvidia-persistenced|xnvctrl|^nvidia-container|^libnvidia-container'
-    r'|^nvidia-docker|^glx-alternative|^nvidia-support$|^nvidia-installer-cleanup|^nvidia-prime|pinning'
+    r'|^nvidia-docker|^glx-alternative|^nvidia-support$|^nvidia-installer-cleanup|^nvidia-legacy-check|^nvidia-detect$|^nvidia-prime|pinning'
     r'|^cuda-(?!drivers)|^nvidia-cuda-|^nvidia-opencl-dev|^cuda$|^libnvidia-egl-(?:wayland|gbm|xcb|xlib)|^nvidia-egl-wayland)',
     re.I,
 )
@@ -870,3 +870,337 @@ def _distinct_userspace(userspace):
 
 def _version_key(version):
     return [int(part) if part.isdigit() else part for part in re.split(r'[.]', version)]
+
+
+# ---------------------------------------------------------------------------
+# Live host: gathering, fix planning and the fix itself
+# ---------------------------------------------------------------------------
+
+C_ENV = {'LC_ALL': 'C', 'LANGUAGE': 'C', 'LANG': 'C'}
+CONTAINER_MARKERS = ('/run/systemd/container', '/proc/1/environ', '/.dockerenv', '/run/.containerenv', '/proc/1/cgroup')
+APT_ENV = dict(C_ENV, DEBIAN_FRONTEND='noninteractive', NEEDRESTART_MODE='l')
+APT_INSTALL_OPTIONS = ['-y', '--no-install-recommends', '--allow-downgrades', '--allow-change-held-packages',
+                       '-o', 'Dpkg::Options::=--force-confdef', '-o', 'Dpkg::Options::=--force-confold']
+MODULE_RELOAD_HINT = 'modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia'
+
+
+class FixError(Exception):
+    """The fix could not be planned or applied; ``context`` says what was seen."""
+
+    def __init__(self, msg, **context):
+        super(FixError, self).__init__(msg)
+        self.context = context
+
+
+def read_text(path, limit=1 << 20):
+    """File contents as text, ``None`` when absent or unreadable."""
+    try:
+        with open(path, 'rb') as handle:
+            return handle.read(limit).decode('utf-8', 'replace')
+    except (IOError, OSError):
+        return None
+
+
+_APT_SIM_RE = re.compile(r'^(?P<op>Inst|Remv|Conf)\s+(?P<name>\S+)(?:\s+\[(?P<old>[^\]]+)\])?(?:\s+\((?P<new>\S+))?')
+
+
+def parse_apt_simulation(text):
+    """``apt-get -s install`` output -> ``{'install': [(name, old, new)], 'remove': [(name, old)]}``."""
+    plan = {'install': [], 'remove': []}
+    for line in (text or '').splitlines():
+        match = _APT_SIM_RE.match(line.strip())
+        if not match:
+            continue
+        name = match.group('name').split(':', 1)[0]
+        if match.group('op') == 'Inst':
+            plan['install'].append((name, match.group('old'), match.group('new')))
+        elif match.group('op') == 'Remv':
+            plan['remove'].append((name, match.group('old')))
+    return plan
+
+
+def parse_apt_madison(text):
+    """``apt-cache madison NAME`` -> ``{name: [version, ...]}`` in the order apt lists them."""
+    versions = {}
+    for line in (text or '').splitlines():
+        parts = [part.strip() for part in line.split('|')]
+        if len(parts) >= 3 and parts[0] and parts[1]:
+            bucket = versions.setdefault(parts[0], [])
+            if parts[1] not in bucket:
+                bucket.append(parts[1])
+    return versions
+
+
+def parse_dnf_list(text):
+    """``dnf list --showduplicates NAME`` -> ``{name: ['epoch:version-release', ...]}``."""
+    versions = {}
+    for line in (text or '').splitlines():
+        parts = line.split()
+        if len(parts) < 2 or '.' not in parts[0] or parts[0].endswith(':'):
+            continue
+        name = parts[0].rsplit('.', 1)[0]
+        if not re.match(r'^(?:\d+:)?\d', parts[1]):
+            continue
+        bucket = versions.setdefault(name, [])
+        if parts[1] not in bucket:
+            bucket.append(parts[1])
+    return versions
+
+
+def _pin_name(pin, manager):
+    if manager == 'apt':
+        return pin.split('=', 1)[0].split(':', 1)[0]
+    # name-version-release[.arch]: drop .arch, then version and release
+    body = pin
+    head, dot, tail = body.rpartition('.')
+    if dot and tail in _RPM_ARCHES:
+        body = head
+    return body.rsplit('-', 2)[0]
+
+
+def _pin_version(pin, manager):
+    if manager == 'apt':
+        return pin.split('=', 1)[1]
+    body = pin
+    head, dot, tail = body.rpartition('.')
+    if dot and tail in _RPM_ARCHES:
+        body = head
+    parts = body.rsplit('-', 2)
+    return '%s-%s' % (parts[1], parts[2])
+
+
+class NvidiaDriverHost:
+    """Evidence gathering and the package fix on the managed host."""
+
+    def __init__(self, module):
+        self.module = module
+        self.commands = []
+
+    # -- running things ------------------------------------------------------
+    def run(self, argv, env=None):
+        rc, out, err = self.module.run_command(argv, environ_update=env or C_ENV, check_rc=False)
+        self.commands.append({'argv': list(argv), 'rc': rc})
+        return rc, out, err
+
+    def bin(self, name):
+        return self.module.get_bin_path(name, opt_dirs=['/usr/sbin', '/sbin', '/usr/bin', '/bin'])
+
+    # -- gathering -------------------------------------------------------------
+    def gather(self, package_manager='auto'):
+        evidence = {}
+        evidence['proc_version'] = read_text(PROC_VERSION_PATH)
+        evidence['sys_module_version'] = read_text(SYS_MODULE_VERSION_PATH)
+        evidence['module_loaded'] = bool(evidence['proc_version']) or os.path.isdir(SYS_MODULE_PATH)
+        evidence['os_release'] = read_text('/etc/os-release') or read_text('/usr/lib/os-release')
+        files = {}
+        for path in CONTAINER_MARKERS:
+            if path in ('/.dockerenv', '/run/.containerenv'):
+                files[path] = os.path.exists(path)
+            else:
+                files[path] = read_text(path)
+        evidence['container_files'] = files
+
+        modinfo = self.bin('modinfo')
+        if modinfo:
+            rc, out, dummy = self.run([modinfo, 'nvidia'])
+            if rc == 0:
+                evidence['modinfo'] = out
+
+        smi = self.bin('nvidia-smi')
+        if smi:
+            rc, out, err = self.run([smi, '--query-gpu=driver_version', '--format=csv,noheader'])
+            evidence['nvidia_smi_query'] = (out or '') + (err or '')
+
+        evidence['kernel_log'] = self._kernel_log()
+
+        ldconfig = self.bin('ldconfig')
+        if ldconfig:
+            rc, out, dummy = self.run([ldconfig, '-p'])
+            if rc == 0:
+                names = []
+                for soname, dummy_flags, path in parse_ldconfig_p(out):
+                    names.append(os.path.realpath(path))
+                evidence['libraries'] = '\n'.join(names)
+
+        family = parse_os_release(evidence['os_release'])['family']
+        if package_manager in ('auto', 'apt') and (package_manager == 'apt' or family != 'redhat'):
+            dpkg_query = self.bin('dpkg-query')
+            if dpkg_query:
+                rc, out, dummy = self.run([dpkg_query, '-W', '-f', DPKG_QUERY_FORMAT])
+                if rc == 0:
+                    evidence['dpkg'] = out
+        if package_manager in ('auto', 'dnf') and (package_manager == 'dnf' or family != 'debian') and not evidence.get('dpkg'):
+            rpm = self.bin('rpm')
+            if rpm:
+                rc, out, dummy = self.run([rpm, '-qa', '--qf', RPM_QUERY_FORMAT])
+                if rc == 0:
+                    evidence['rpm'] = out
+        return evidence
+
+    def _kernel_log(self):
+        keep = re.compile(r'NVRM|nvidia|#012')
+        dmesg = self.bin('dmesg')
+        if dmesg:
+            rc, out, dummy = self.run([dmesg])
+            if rc == 0 and out:
+                return '\n'.join(line for line in out.splitlines() if keep.search(line) or line[:1].isspace())
+        journalctl = self.bin('journalctl')
+        if journalctl:
+            rc, out, dummy = self.run([journalctl, '-k', '-b', '0', '--no-pager', '-q', '-o', 'short'])
+            if rc == 0 and out:
+                return '\n'.join(line for line in out.splitlines() if keep.search(line) or line[:1].isspace())
+        return None
+
+    def available_versions(self, manager, names):
+        """Versions the configured repositories offer, per package name."""
+        if not names:
+            return {}
+        if manager == 'apt':
+            tool = self.bin('apt-cache')
+            if not tool:
+                return None
+            rc, out, dummy = self.run([tool, 'madison'] + sorted(set(names)))
+            return parse_apt_madison(out) if rc == 0 else None
+        tool = self.bin('dnf')
+        if not tool:
+            return None
+        rc, out, dummy = self.run([tool, '-q', 'list', '--showduplicates'] + sorted(set(names)))
+        return parse_dnf_list(out)
+
+    # -- apt -------------------------------------------------------------------
+    def apt_simulate(self, pins, replaced):
+        """Dry-run the apt transaction and refuse anything beyond the planned pins."""
+        apt_get = self.bin('apt-get')
+        if not apt_get:
+            raise FixError('apt-get was not found on the host; install matching user-space packages by hand: %s' % ' '.join(pins))
+        argv = [apt_get, '-s', 'install'] + APT_INSTALL_OPTIONS + list(pins)
+        rc, out, err = self.run(argv, env=APT_ENV)
+        if rc != 0:
+            raise FixError('apt-get could not plan the install of %s (rc=%d): %s; check that the repository that provides these '
+                           'exact versions is configured and apt-get update has run' % (' '.join(pins), rc, (err or out).strip()[-2000:]),
+                           argv=argv, rc=rc, stdout=out, stderr=err)
+        plan = parse_apt_simulation(out)
+        wanted = dict((_pin_name(pin, 'apt'), _pin_version(pin, 'apt')) for pin in pins)
+        removals = [name for name, dummy in plan['remove'] if name not in replaced]
+        if removals:
+            raise FixError('apt-get would remove %s to install %s; the fix never removes packages it does not replace. Resolve the conflict by hand'
+                           % (', '.join(removals), ' '.join(pins)), argv=argv, stdout=out)
+        kernel = [name for name, dummy, dummy2 in plan['install'] if _KERNEL_SIDE_RE.search(name)]
+        if kernel:
+            raise FixError('apt-get would also install or upgrade kernel-side packages (%s) to install %s; the fix never touches the kernel module. '
+                           'Install matching user space by hand' % (', '.join(kernel), ' '.join(pins)), argv=argv, stdout=out)
+        extra = [(name, new) for name, dummy, new in plan['install'] if name not in wanted]
+        return {'argv': argv, 'install': plan['install'], 'remove': plan['remove'], 'extra': extra}
+
+    def dpkg_versions(self, names):
+        dpkg_query = self.bin('dpkg-query')
+        rc, out, dummy = self.run([dpkg_query, '-W', '-f', DPKG_QUERY_FORMAT] + sorted(set(names)))
+        found = {}
+        for pkg in parse_dpkg(out):
+            if pkg['status'][:2] in _INSTALLED_STATUSES:
+                found[pkg['name']] = pkg['version']
+        return found
+
+    def apt_fix(self, pins, previous):
+        """Install the pins in one apt transaction, verify, hold; restore on failure."""
+        apt_get = self.bin('apt-get')
+        argv = [apt_get, 'install'] + APT_INSTALL_OPTIONS + list(pins)
+        rc, out, err = self.run(argv, env=APT_ENV)
+        wanted = dict((_pin_name(pin, 'apt'), _pin_version(pin, 'apt')) for pin in pins)
+        now = self.dpkg_versions(wanted)
+        wrong = dict((name, now.get(name)) for name, version in wanted.items() if now.get(name) != version)
+        if rc != 0 or wrong:
+            restored = self._apt_restore(previous, now)
+            raise FixError('apt-get install %s failed (rc=%d)%s: %s. %s'
+                           % (' '.join(pins), rc, '; not at the pinned version: %s' % wrong if wrong else '', (err or out).strip()[-2000:],
+                              'The previous packages are in place.' if restored['ok'] else 'Restoring the previous packages failed: %s' % restored),
+                           argv=argv, rc=rc, stdout=out, stderr=err, restored=restored)
+        mark = self.bin('apt-mark')
+        hold_argv = [mark, 'hold'] + sorted(wanted)
+        rc, out, err = self.run(hold_argv, env=APT_ENV)
+        if rc != 0:
+            raise FixError('installed %s but apt-mark hold failed (rc=%d): %s; hold the packages by hand' % (' '.join(pins), rc, err.strip()),
+                           argv=hold_argv, rc=rc, stdout=out, stderr=err)
+        return {'installed': pins, 'held': sorted(wanted), 'stdout_lines': out.splitlines()[-20:]}
+
+    def _apt_restore(self, previous, now):
+        """Put back the versions that were installed before a failed transaction."""
+        changed = dict((name, version) for name, version in previous.items() if now.get(name) != version)
+        if not changed:
+            return {'ok': True, 'restored': []}
+        pins = ['%s=%s' % (name, version) for name, version in sorted(changed.items())]
+        rc, out, err = self.run([self.bin('apt-get'), 'install'] + APT_INSTALL_OPTIONS + pins, env=APT_ENV)
+        after = self.dpkg_versions(changed)
+        ok = rc == 0 and all(after.get(name) == version for name, version in changed.items())
+        return {'ok': ok, 'restored': pins, 'rc': rc, 'stderr': (err or '')[-2000:]}
+
+    # -- dnf -------------------------------------------------------------------
+    def dnf_fix(self, pins, check_mode=False):
+        dnf = self.bin('dnf') or self.bin('yum')
+        if not dnf:
+            raise FixError('dnf was not found on the host; install matching user-space packages by hand: %s' % ' '.join(pins))
+        names = sorted(set(_pin_name(pin, 'dnf') for pin in pins))
+        if check_mode:
+            return {'installed': [], 'held': []}
+        # Existing version locks on these names would block the change.
+        self.run([dnf, '-q', 'versionlock', 'delete'] + names)
+        argv = [dnf, '-y', '--setopt=install_weak_deps=False', 'install'] + list(pins)
+        rc, out, err = self.run(argv)
+        if rc != 0:
+            raise FixError('dnf install %s failed (rc=%d): %s; dnf runs one transaction, so the previous packages are in place'
+                           % (' '.join(pins), rc, (err or out).strip()[-2000:]), argv=argv, rc=rc, stdout=out, stderr=err)
+        lock_argv = [dnf, '-q', 'versionlock', 'add'] + list(pins)
+        rc, out, err = self.run(lock_argv)
+        if rc != 0:
+            raise FixError('installed %s but dnf versionlock add failed (rc=%d): %s; install python3-dnf-plugin-versionlock and lock the packages'
+                           % (' '.join(pins), rc, (err or out).strip()), argv=lock_argv, rc=rc, stdout=out, stderr=err)
+        return {'installed': pins, 'held': names}
+
+
+def recommend(facts, module_loaded):
+    """What the right fix is: ``none``, ``install_userspace``, ``reboot`` or ``load_module``."""
+    if facts['match'] is not False:
+        return 'none' if module_loaded or facts['kernel_module_version'] else 'load_module'
+    if facts['in_container']:
+        return 'install_userspace'
+    module_file = facts.get('module_file_version')
+    if module_file and module_file == facts['kernel_module_version']:
+        # The module on disk is the loaded one: user space moved on its own.
+        return 'install_userspace'
+    return 'reboot'
+
+
+def describe(facts, action):
+    """One message: what differs and what the fix is."""
+    module = facts['kernel_module_version']
+    parts = []
+    if facts['match'] is False:
+        differing = ['%s %s' % (item['component'], item['version']) for item in facts['mismatches'] if item.get('version')]
+        parts.append('NVIDIA driver drift: kernel module %s (from %s) but user space has %s'
+                     % (module or 'unknown', facts['kernel_module_source'] or 'no source', ', '.join(differing) or ', '.join(facts['userspace_versions'])))
+        if action == 'install_userspace':
+            if facts['fix_packages']:
+                parts.append('the fix installs %s and holds them (run with fix=true)' % ' '.join(facts['fix_packages']))
+            else:
+                parts.append('install user-space packages of version %s (no exact pin could be derived: %s)'
+                             % (module or 'matching the host module', '; '.join(item['reason'] for item in facts.get('fix_skipped', [])) or 'no package listing'))
+        elif action == 'reboot':
+            parts.append('on this bare host the installed driver (%s) is newer than the loaded module; reboot, or reload the module when nothing '
+                         'uses the GPU (%s)' % (', '.join(facts['userspace_versions']), MODULE_RELOAD_HINT))
+    elif facts['match'] is None:
+        if not facts['kernel_module_version']:
+            parts.append('no NVIDIA kernel module is loaded (%s and %s are absent)' % (PROC_VERSION_PATH, SYS_MODULE_PATH))
+        else:
+            parts.append('kernel module %s is loaded but no user-space driver version was found (no packages, library files or nvidia-smi)' % module)
+    else:
+        parts.append('kernel module and user space agree on %s' % module)
+    for finding in facts['findings']:
+        parts.append(finding['message'])
+    return '; '.join(parts)
+
+
+def render_state(kernel, userspace, packages):
+    lines = ['kernel module: %s' % (kernel or 'none'), 'user space: %s' % (', '.join(userspace) or 'none')]
+    for pkg in packages:
+        lines.append('package %s %s' % (pkg['name'], pkg['version']))
+    return '\n'.join(lines) + '\n'

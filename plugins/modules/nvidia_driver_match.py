@@ -1,0 +1,396 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: nvidia_driver_match
+short_description: Find, and optionally fix, drift between the loaded NVIDIA kernel module and the user-space driver
+version_added: 0.1.0
+description:
+  - Compares the version of the B(loaded) NVIDIA kernel module with every user-space part of the driver
+    (packages, versioned library files, NVML) and fails with a message that says what differs and what the fix is.
+    Drift between the two makes C(nvidia-smi) print C(Failed to initialize NVML: Driver/library version mismatch)
+    and can hang NCCL (an SGLang server sitting at C(Init torch distributed begin)).
+  - The loaded module is read from C(/proc/driver/nvidia/version) and C(/sys/module/nvidia/version); the module file
+    on disk from C(modinfo nvidia); user space from C(dpkg-query) or C(rpm -qa), the library files the loader cache
+    (C(ldconfig -p)) points at (C(libnvidia-ml.so.X), C(libcuda.so.X)), C(nvidia-smi --query-gpu=driver_version)
+    (including the C(NVML library version) line of a failed run) and the C(NVRM: API mismatch) lines of the kernel log.
+  - Versions are compared exactly. The C(NVML library version) line prints only major.minor and is compared as a
+    prefix; real two-part driver versions such as C(575.64) never prefix-match.
+  - Messages that look like drift but are not (nvidia-smi vs libnvidia-ml, nvidia-modeset.ko vs nvidia.ko, GSP
+    firmware version mismatch) are reported in RV(findings) as what they are.
+  - With O(fix=true) the module installs user-space packages whose version equals the loaded module's, with exact
+    pins in one transaction, and holds them (C(apt-mark hold), C(dnf versionlock add)). It never touches the kernel
+    module, DKMS or kmod packages and never removes a package it does not replace. Inside a container (LXC, Docker,
+    systemd-nspawn, podman) only user space can be fixed, so that is the fix there. On a bare host the fix installs
+    user space only when the module file on disk is the loaded one (user space moved on its own); when the installed
+    driver is newer than the loaded module, it says that a reboot or a module reload is the right fix instead and
+    changes nothing.
+options:
+  fix:
+    description:
+      - Install user-space packages whose version equals the loaded kernel module's, with exact version pins
+        (C(name=version) for apt, C(name-version-release) for dnf), then hold them against upgrades.
+      - The pins come from the installed package names and the versions the configured repositories offer
+        (C(apt-cache madison), C(dnf list --showduplicates)); the module does not run C(apt-get update).
+      - A failed install leaves the previous packages in place (apt and dnf resolve the whole transaction first; when
+        dpkg fails half-way, the module reinstalls the versions that were there before and says so).
+    type: bool
+    default: false
+  expected_version:
+    description:
+      - Fail unless the loaded kernel module has this version, for example V(570.148.08).
+      - A bare branch number such as V(570) accepts any version of that branch.
+      - Also fails when no NVIDIA kernel module is loaded.
+    type: str
+  package_manager:
+    description:
+      - Which package database to read and, with O(fix=true), which tool installs.
+      - V(auto) picks C(dpkg)/C(apt-get) on Debian-family hosts and C(rpm)/C(dnf) on Red Hat-family hosts.
+    type: str
+    choices: [auto, apt, dnf]
+    default: auto
+  flavor:
+    description:
+      - Kernel module flavor to assume when the evidence does not show it (an C(nvidia-smi) answer does not).
+      - When the loaded module shows another flavor, the module warns; the loaded module always wins.
+      - V(auto) reports what the evidence shows, or V(null).
+    type: str
+    choices: [auto, open, proprietary]
+    default: auto
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - llmops.sglang._attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports RV(changed=true) exactly when O(fix=true) would install packages; runs C(apt-get -s) to prove it.
+  diff_mode:
+    support: full
+    details: Shows the kernel-module and user-space versions and the driver packages before and after the fix.
+  platform:
+    platforms: posix
+  idempotent:
+    support: full
+notes:
+  - Run it with C(become=true); reading the kernel log and installing packages need root.
+  - A container sees the host's module through C(/proc/driver/nvidia/version) and C(/sys/module/nvidia); its user
+    space must match the host's module exactly.
+  - The fix needs the exact version in a configured repository. Ubuntu's archive and Debian's security archive keep
+    only the newest upload of a branch, so the module's version may be gone; the module then says so and fails.
+  - C(match) is V(null) when the evidence cannot prove either way (no module loaded, or no user space found).
+seealso:
+  - name: NVIDIA driver installation guide
+    description: Package names and branches of NVIDIA's CUDA repositories.
+    link: https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/
+  - module: ansible.builtin.apt
+  - module: ansible.builtin.dnf
+author:
+  - llmops.sglang contributors
+'''
+
+EXAMPLES = r'''
+- name: Fail when the loaded NVIDIA module and user space differ
+  llmops.sglang.nvidia_driver_match:
+  become: true
+  register: nvidia
+
+- name: Show the versions
+  ansible.builtin.debug:
+    msg: "module {{ nvidia.kernel_module.version }} ({{ nvidia.kernel_module.flavor }}), user space {{ nvidia.userspace.versions }}"
+
+- name: In an LXC container, install user space matching the host's module and hold it
+  llmops.sglang.nvidia_driver_match:
+    fix: true
+  become: true
+
+- name: Require a given driver on the GPU hosts
+  llmops.sglang.nvidia_driver_match:
+    expected_version: "570.148.08"
+  become: true
+
+- name: Report only (never fail), for example on hosts without a GPU
+  llmops.sglang.nvidia_driver_match:
+  become: true
+  register: nvidia_report
+  failed_when: false
+'''
+
+RETURN = r'''
+kernel_module:
+  description: The loaded NVIDIA kernel module.
+  returned: always
+  type: dict
+  contains:
+    version:
+      description: Version of the loaded module, V(null) when none is loaded.
+      type: str
+      sample: "590.48.01"
+    flavor:
+      description: V(open) or V(proprietary), V(null) when the evidence does not show it.
+      type: str
+      sample: open
+    source:
+      description: Where the version was read.
+      type: str
+      sample: /proc/driver/nvidia/version
+    file_version:
+      description: Version of the module file on disk for the running kernel (C(modinfo nvidia)), not necessarily the loaded one.
+      type: str
+      sample: "590.48.01"
+  sample: {"version": "590.48.01", "flavor": "open", "source": "/proc/driver/nvidia/version", "file_version": "590.48.01"}
+userspace:
+  description: The user-space parts of the driver that were found.
+  returned: always
+  type: dict
+  contains:
+    versions:
+      description: Sorted distinct upstream versions (an NVML major.minor appears only when no full version it prefixes was found).
+      type: list
+      elements: str
+      sample: ["565.57.01"]
+    nvml_version:
+      description: The C(NVML library version) line of a failed C(nvidia-smi), major.minor as printed.
+      type: str
+      sample: "565.57"
+    libraries:
+      description: Driver libraries the loader cache points at, by name, with the version in the file name.
+      type: dict
+      sample: {"libcuda.so": "565.57.01", "libnvidia-ml.so": "565.57.01"}
+    packages:
+      description: Installed user-space driver packages (kernel-side, transitional and separately versioned packages left out).
+      type: list
+      elements: dict
+      sample: [{"name": "libnvidia-compute-565", "version": "565.57.01-0ubuntu1", "arch": "amd64"}]
+match:
+  description: V(true) when every user-space version equals the module's, V(false) on any difference, V(null) when unknown.
+  returned: always
+  type: bool
+  sample: false
+mismatches:
+  description: Each user-space part that differs, with the version the loaded module needs (V(null) when the module is unknown).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"component": "package libnvidia-compute-565", "version": "565.57.01", "expected": "590.48.01"}]
+findings:
+  description: Messages that look like drift but are something else (nvidia-smi vs NVML binary, nvidia-modeset vs nvidia.ko, GSP firmware).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"kind": "gsp-firmware-mismatch", "message": "GSP firmware 595.71.05 does not match the kernel module 595.58.03: ..."}]
+in_container:
+  description: Whether the module runs inside a container (LXC, Docker, podman, systemd-nspawn).
+  returned: always
+  type: bool
+  sample: true
+container_kind:
+  description: The container type that was detected.
+  returned: always
+  type: str
+  sample: lxc
+distro_family:
+  description: V(debian), V(redhat) or V(null).
+  returned: always
+  type: str
+  sample: debian
+fix_packages:
+  description: Exact pins the fix installs (C(name=version) for apt, C(name-version-release) for dnf).
+  returned: always
+  type: list
+  elements: str
+  sample: ["libnvidia-compute-565=590.48.01-0ubuntu1"]
+fix_skipped:
+  description: Drifted packages no exact pin could be found for, and why.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "libnvidia-compute-570", "reason": "no version 570.144 of libnvidia-compute-570 is available from the configured repositories"}]
+recommended_action:
+  description: V(none), V(install_userspace) (the fix), V(reboot) (bare host whose installed driver is newer than the loaded module) or V(load_module).
+  returned: always
+  type: str
+  sample: install_userspace
+reason:
+  description: One sentence on the result, also the failure message.
+  returned: always
+  type: str
+  sample: "NVIDIA driver drift: kernel module 590.48.01 (from /proc/driver/nvidia/version) but user space has library libnvidia-ml.so.565.57.01 565.57.01"
+fix_result:
+  description: What the fix did (installed pins, held packages).
+  returned: when O(fix=true) acted
+  type: dict
+  sample: {"installed": ["libnvidia-compute-565=590.48.01-0ubuntu1"], "held": ["libnvidia-compute-565"]}
+notes:
+  description: Other observations (sources disagreeing, ignored stale log lines).
+  returned: always
+  type: list
+  elements: str
+  sample: []
+commands:
+  description: The commands the module ran, with their return codes.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"argv": ["/usr/bin/dpkg-query", "-W", "-f", "..."], "rc": 0}]
+rc:
+  description: Return code of the failed command.
+  returned: when a fix command failed
+  type: int
+  sample: 100
+stdout:
+  description: Output of the failed command.
+  returned: when a fix command failed
+  type: str
+  sample: ""
+stderr:
+  description: Error output of the failed command.
+  returned: when a fix command failed
+  type: str
+  sample: "E: Version '590.48.01-0ubuntu1' for 'libnvidia-compute-565' was not found"
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_driver import (
+    FixError,
+    NvidiaDriverHost,
+    describe,
+    evaluate,
+    recommend,
+    render_state,
+)
+
+
+def _expected_ok(expected, version):
+    if not version:
+        return False
+    if expected.isdigit():
+        return version.split('.', 1)[0] == expected
+    return version == expected
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            fix=dict(type='bool', default=False),
+            expected_version=dict(type='str'),
+            package_manager=dict(type='str', default='auto', choices=['auto', 'apt', 'dnf']),
+            flavor=dict(type='str', default='auto', choices=['auto', 'open', 'proprietary']),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    host = NvidiaDriverHost(module)
+    evidence = host.gather(params['package_manager'])
+    evidence['flavor_hint'] = params['flavor'] if params['flavor'] != 'auto' else None
+    facts = evaluate(evidence)
+    manager = facts['package_manager']
+    if params['package_manager'] != 'auto' and manager and manager != params['package_manager']:
+        manager = params['package_manager']
+
+    action = recommend(facts, evidence['module_loaded'])
+    if action == 'install_userspace' and facts['packages'] and manager:
+        # Exact pins from the versions the repositories offer (also fills gaps the pure rules leave).
+        names = [pkg['name'].split(':', 1)[0] for pkg in facts['packages']]
+        available = host.available_versions(manager, names)
+        if available is not None:
+            evidence['available'] = available
+            facts = evaluate(evidence)
+
+    result = dict(
+        changed=False,
+        kernel_module=dict(version=facts['kernel_module_version'], flavor=facts['kernel_module_flavor'],
+                           source=facts['kernel_module_source'], file_version=facts['module_file_version']),
+        userspace=dict(versions=facts['userspace_versions'], nvml_version=facts['nvml_version'],
+                       libraries=facts['libraries'], packages=facts['packages']),
+        match=facts['match'],
+        mismatches=facts['mismatches'],
+        findings=facts['findings'],
+        in_container=bool(facts['in_container']),
+        container_kind=facts['container_kind'],
+        distro_family=facts['distro_family'],
+        fix_packages=facts['fix_packages'],
+        fix_skipped=facts['fix_skipped'],
+        recommended_action=action,
+        reason=describe(facts, action),
+        notes=facts['notes'],
+        commands=host.commands,
+    )
+    for note in facts['notes']:
+        if note.startswith('the flavor option'):
+            module.warn(note)
+
+    would_fix = bool(params['fix'] and action == 'install_userspace' and facts['fix_packages'] and facts['match'] is False)
+    if would_fix:
+        replaced = set(pkg['name'].split(':', 1)[0] for pkg in facts['packages'])
+        try:
+            if manager == 'apt':
+                host.apt_simulate(facts['fix_packages'], replaced)
+        except FixError as exc:
+            result.update(exc.context)
+            result['commands'] = host.commands
+            module.fail_json(msg='%s. %s' % (result['reason'], exc), **result)
+        after_packages = []
+        pinned = {}
+        for pin in facts['fix_packages']:
+            name, dummy, version = pin.partition('=') if manager == 'apt' else (pin, None, None)
+            pinned[name.split(':', 1)[0]] = version
+        for pkg in facts['packages']:
+            base = pkg['name'].split(':', 1)[0]
+            after_packages.append(dict(pkg, version=pinned.get(base) or pkg['version']))
+        result['changed'] = True
+        if module._diff:
+            result['diff'] = dict(
+                before_header='NVIDIA driver (before)', after_header='NVIDIA driver (after)',
+                before=render_state(facts['kernel_module_version'], facts['userspace_versions'], facts['packages']),
+                after=render_state(facts['kernel_module_version'], [facts['kernel_module_version']], after_packages),
+            )
+        if module.check_mode:
+            result['commands'] = host.commands
+            module.exit_json(**result)
+        previous = dict((pkg['name'].split(':', 1)[0], pkg['version']) for pkg in facts['packages'])
+        try:
+            if manager == 'apt':
+                result['fix_result'] = host.apt_fix(facts['fix_packages'], previous)
+            else:
+                result['fix_result'] = host.dnf_fix(facts['fix_packages'])
+        except FixError as exc:
+            result.update(exc.context)
+            result['commands'] = host.commands
+            module.fail_json(msg='%s. %s' % (result['reason'], exc), **result)
+        # Prove it: gather again and compare.
+        evidence = host.gather(params['package_manager'])
+        evidence['flavor_hint'] = params['flavor'] if params['flavor'] != 'auto' else None
+        after = evaluate(evidence)
+        result['userspace'] = dict(versions=after['userspace_versions'], nvml_version=after['nvml_version'],
+                                   libraries=after['libraries'], packages=after['packages'])
+        result['match'] = after['match']
+        result['mismatches'] = after['mismatches']
+        result['reason'] = describe(after, recommend(after, evidence['module_loaded']))
+        result['commands'] = host.commands
+        if after['match'] is False:
+            module.fail_json(msg='installed %s but the driver still differs: %s' % (' '.join(facts['fix_packages']), result['reason']), **result)
+        module.exit_json(**result)
+
+    if params['expected_version']:
+        if not facts['kernel_module_version']:
+            module.fail_json(msg='expected NVIDIA kernel module %s, but %s; load the driver (modprobe nvidia) or install it with the '
+                             'llmops.sglang.nvidia_driver role' % (params['expected_version'], result['reason']), **result)
+        if not _expected_ok(params['expected_version'], facts['kernel_module_version']):
+            module.fail_json(msg='the loaded NVIDIA kernel module is %s, expected %s (read from %s); install the expected driver and reboot, '
+                             'or change expected_version' % (facts['kernel_module_version'], params['expected_version'],
+                                                             facts['kernel_module_source']), **result)
+    if facts['match'] is False:
+        if params['fix'] and action == 'install_userspace' and not facts['fix_packages']:
+            module.fail_json(msg='%s; no exact package pin is available, so fix=true cannot act' % result['reason'], **result)
+        module.fail_json(msg=result['reason'], **result)
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

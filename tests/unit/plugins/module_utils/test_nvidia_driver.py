@@ -1,0 +1,594 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Parsers and evaluate() of _nvidia_driver over the recorded NVIDIA corpus and real formats.
+
+tests/fixtures/nvidia/ is a byte-exact copy of the shared corpus (every case cites its public
+source in expected.json).  Hand-written inputs below quote real published output and name the
+URL it was copied from ("format per ...").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_driver as nd
+
+FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures')
+CORPUS = os.path.join(FIXTURES, 'nvidia')
+LIVE = os.path.join(FIXTURES, 'nvidia_live')
+
+# corpus file -> evidence key of evaluate()
+FILES = {
+    'proc_driver_nvidia_version.txt': 'proc_version',
+    'nvidia-smi.txt': 'nvidia_smi',
+    'nvidia-smi-query-gpu.txt': 'nvidia_smi_query',
+    'dpkg-query.txt': 'dpkg',
+    'rpm-qa.txt': 'rpm',
+    'ls_libnvidia.txt': 'libraries',
+    'dmesg.txt': 'kernel_log',
+}
+FIELDS = ('kernel_module_version', 'kernel_module_flavor', 'userspace_versions', 'match', 'fix_packages')
+
+CASES = sorted(name for name in os.listdir(CORPUS) if os.path.isdir(os.path.join(CORPUS, name)))
+
+
+def _read(path):
+    with open(path, encoding='utf-8') as handle:
+        return handle.read()
+
+
+def load_case(name):
+    directory = os.path.join(CORPUS, name)
+    expected = json.loads(_read(os.path.join(directory, 'expected.json')))
+    evidence = {}
+    for filename, key in FILES.items():
+        path = os.path.join(directory, filename)
+        if os.path.exists(path):
+            evidence[key] = _read(path)
+    return evidence, expected
+
+
+def test_corpus_is_complete():
+    assert len(CASES) == 16
+    for name in CASES:
+        evidence, expected = load_case(name)
+        assert evidence, name
+        assert expected['source'].startswith('https://'), name
+
+
+@pytest.mark.parametrize('name', CASES)
+def test_corpus_case(name):
+    evidence, expected = load_case(name)
+    facts = nd.evaluate(evidence)
+    for field in FIELDS:
+        assert facts[field] == expected[field], '%s: %s is %r, expected %r' % (name, field, facts[field], expected[field])
+
+
+@pytest.mark.parametrize('name', CASES)
+def test_corpus_case_context(name):
+    """distro_family and in_container.
+
+    The README says both come from the source's context when the files do not show them.  Without
+    context, what evaluate() derives from the files (a dpkg listing means debian, rpm means redhat)
+    must equal the expected value or be unknown (None), never contradict it.  The live module gets the
+    context from /etc/os-release and the container markers; here it is the case's recorded context.
+    """
+    evidence, expected = load_case(name)
+    derived = nd.evaluate(evidence)
+    assert derived['distro_family'] in (None, expected['distro_family'])
+    if 'dpkg' in evidence or 'rpm' in evidence:
+        assert derived['distro_family'] == expected['distro_family']
+    evidence = dict(evidence, distro_family=expected['distro_family'], in_container=expected['in_container'])
+    facts = nd.evaluate(evidence)
+    assert facts['distro_family'] == expected['distro_family']
+    assert facts['in_container'] == expected['in_container']
+    # The context never changes the driver facts.
+    for field in FIELDS:
+        assert facts[field] == derived[field]
+
+
+@pytest.mark.parametrize('name', CASES)
+def test_corpus_mismatches_are_consistent(name):
+    evidence, expected = load_case(name)
+    facts = nd.evaluate(evidence)
+    if expected['match'] is True:
+        assert facts['mismatches'] == []
+    if expected['match'] is False and expected['kernel_module_version'] and expected['userspace_versions']:
+        # An NVML "version mismatch" without the NVML line has no version to show.
+        differing = set(item['version'] for item in facts['mismatches'] if item['version'] is not None)
+        assert differing == set(v for v in expected['userspace_versions'] if v != expected['kernel_module_version'])
+        assert all(item['expected'] == expected['kernel_module_version'] for item in facts['mismatches'])
+
+
+# ---------------------------------------------------------------------------
+# /proc/driver/nvidia/version
+# ---------------------------------------------------------------------------
+
+def test_proc_open_banner():
+    facts = nd.parse_proc_version(_read(os.path.join(CORPUS, 'ubuntu2404-open-565-proc-only', 'proc_driver_nvidia_version.txt')))
+    assert facts['version'] == '565.57.01'
+    assert facts['flavor'] == 'open'
+    assert facts['arch'] == 'x86_64'
+    assert facts['gcc'].startswith('gcc version 13.3.0')
+
+
+def test_proc_proprietary_banner():
+    facts = nd.parse_proc_version(_read(os.path.join(CORPUS, 'truenas-module-580-173-nvml-580-178', 'proc_driver_nvidia_version.txt')))
+    assert (facts['version'], facts['flavor'], facts['arch']) == ('580.173.02', 'proprietary', 'x86_64')
+
+
+def test_proc_jetson_l4t_release_number():
+    # format per https://github.com/nix-community/nixGL/issues/139 (Jetson Orin NX, L4T 35.3.1)
+    text = ('NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  35.3.1  Release Build  '
+            '(buildbrain@mobile-u64-6289-d7000)  Sun Mar 19 08:09:33 PDT 2023\n'
+            'GCC version:  gcc version 9.3.0 (Buildroot 2020.08) \n')
+    facts = nd.parse_proc_version(text)
+    assert (facts['version'], facts['flavor'], facts['arch']) == ('35.3.1', 'open', 'aarch64')
+    result = nd.evaluate({'proc_version': text})
+    # An L4T release number is not a driver branch: the "below R515" rule must not fire.
+    assert result['kernel_module_flavor'] == 'open'
+    assert result['match'] is None
+
+
+def test_proc_absent_or_garbage():
+    assert nd.parse_proc_version(None) is None
+    assert nd.parse_proc_version('') is None
+    assert nd.parse_proc_version('cat: /proc/driver/nvidia/version: No such file or directory\n') is None
+
+
+def test_sys_module_version():
+    assert nd.parse_sys_module_version('570.148.06\n') == '570.148.06'
+    assert nd.parse_sys_module_version('570.144\n') == '570.144'
+    assert nd.parse_sys_module_version('') is None
+    assert nd.parse_sys_module_version('garbage\n') is None
+
+
+def test_sys_module_version_is_used_without_proc():
+    facts = nd.evaluate({'sys_module_version': '575.64\n', 'libraries': 'libcuda.so.575.64.03\n'})
+    assert facts['kernel_module_version'] == '575.64'
+    assert facts['kernel_module_source'] == nd.SYS_MODULE_VERSION_PATH
+    # A real two-part version is never prefix-matched against a three-part one.
+    assert facts['match'] is False
+
+
+def test_proc_and_sys_disagree_is_noted():
+    proc = _read(os.path.join(CORPUS, 'truenas-module-580-173-nvml-580-178', 'proc_driver_nvidia_version.txt'))
+    facts = nd.evaluate({'proc_version': proc, 'sys_module_version': '580.178.04\n'})
+    assert facts['kernel_module_version'] == '580.173.02'
+    assert any('580.178.04' in note for note in facts['notes'])
+
+
+# ---------------------------------------------------------------------------
+# modinfo
+# ---------------------------------------------------------------------------
+
+# format per https://github.com/Frogging-Family/nvidia-all/issues/394
+MODINFO_OPEN = """filename:       /lib/modules/7.0.12-zen1-1-zen/updates/dkms/nvidia.ko.zst
+import_ns:      DMA_BUF
+alias:          char-major-195-*
+description:    NVIDIA core GPU kernel module
+version:        595.80
+supported:      external
+license:        Dual MIT/GPL
+firmware:       nvidia/595.80/gsp_tu10x.bin
+firmware:       nvidia/595.80/gsp_ga10x.bin
+"""
+
+
+def test_modinfo():
+    facts = nd.parse_modinfo(MODINFO_OPEN)
+    assert facts['version'] == '595.80'
+    assert facts['license'] == 'Dual MIT/GPL'
+    assert nd.flavor_from_license(facts['license']) == 'open'
+    assert nd.flavor_from_license('NVIDIA') == 'proprietary'
+    assert nd.flavor_from_license('GPL') is None
+
+
+def test_modinfo_is_last_resort_for_the_version_and_gives_the_flavor():
+    facts = nd.evaluate({'modinfo': MODINFO_OPEN})
+    assert facts['kernel_module_version'] == '595.80'
+    assert facts['kernel_module_source'].startswith('modinfo')
+    assert facts['kernel_module_flavor'] == 'open'
+
+
+# ---------------------------------------------------------------------------
+# Kernel log
+# ---------------------------------------------------------------------------
+
+# format per https://github.com/stackhpc/ansible-slurm-appliance/issues/287 (rsyslog #012 escapes)
+SYSLOG_012 = ("Jun 30 11:07:05 gpu-0 kernel: NVRM: API mismatch: the client has the version 535.54.03, but#012NVRM: this kernel "
+              "module has the version 530.30.02.  Please#012NVRM: make sure that this kernel module and all NVIDIA driver#012NVRM: "
+              "components have the same version.\n")
+
+# format per https://github.com/Frogging-Family/nvidia-all/issues/394 (new wording with client name and pid)
+DMESG_NEW_WORDING = """[    8.805842] r8169 0000:83:00.0: invalid VPD tag 0xff (size 0) at offset 0; assume missing optional EEPROM
+[    9.424670] NVRM: API mismatch: the client 'kwin_wayland' (pid 1005)
+               NVRM: has the version 595.84, but this kernel module has
+               NVRM: the version 595.80.  Please make sure that this
+               NVRM: kernel module and all NVIDIA driver components
+               NVRM: have the same version.
+"""
+
+# format per https://github.com/NVIDIA/open-gpu-kernel-modules/issues/829 (journal, new wording)
+JOURNAL_NEW_WORDING = """Apr 19 12:34:42 Kyrios kernel: NVRM: API mismatch: the client 'nvidia-powerd' (pid 849)
+                               NVRM: has the version 570.133.07, but this kernel module has
+                               NVRM: the version 575.51.02.  Please make sure that this
+                               NVRM: kernel module and all NVIDIA driver components
+                               NVRM: have the same version.
+"""
+
+# format per https://github.com/NVIDIA/open-gpu-kernel-modules/issues/626 (journal, open banner, old wording)
+JOURNAL_OPEN_BANNER = """4月 19 22:36:49 Reverier-Arch kernel: NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  550.67  Release Build  (archlinux-builder@)
+4月 20 19:55:29 Reverier-Arch kernel: NVRM: API mismatch: the client has the version 550.76, but
+                                       NVRM: this kernel module has the version 550.67.  Please
+                                       NVRM: make sure that this kernel module and all NVIDIA driver
+                                       NVRM: components have the same version.
+"""
+
+# format per https://github.com/void-linux/void-packages/issues/4473
+MODESET_MISMATCH = 'nvidia-modeset: Version mismatch: nvidia.ko(410.73) nvidia-modeset.ko(390.87)\n'
+
+# format per https://github.com/Nobara-Project/rpm-sources/issues/526 (wrapped as published)
+GSP_MISMATCH = """NVRM: GPU0 _kgspFwContainerVerifyVersion: GSP firmware image version mismatch:
+got version 595.71.05, expected version 595.58.03
+NVRM: GPU0 kgspInitRm_IMPL: Error preparing GSP-RM image
+"""
+
+# format per https://github.com/CachyOS/CachyOS-PKGBUILDS/pull/1769 (the stack unloading, journal)
+JOURNAL_UNLOAD = """sie 25 20:19:12 experience kernel: [drm] [nvidia-drm] [GPU ID 0x00000100] Unloading driver
+sie 25 20:19:12 experience kernel: nvidia-modeset: Unloading
+sie 25 20:19:13 experience kernel: nvidia-nvlink: Unregistered Nvlink Core, major device number 237
+"""
+
+
+def test_syslog_012_newlines():
+    facts = nd.evaluate({'kernel_log': SYSLOG_012})
+    assert facts['kernel_module_version'] == '530.30.02'
+    assert facts['userspace_versions'] == ['535.54.03']
+    assert facts['match'] is False
+
+
+def test_api_mismatch_new_wording_dmesg():
+    events = nd.parse_kernel_log(DMESG_NEW_WORDING)['events']
+    assert events == [{'kind': 'api_mismatch', 'client': '595.84', 'module': '595.80', 'client_name': 'kwin_wayland', 'pid': 1005}]
+    facts = nd.evaluate({'kernel_log': DMESG_NEW_WORDING})
+    assert (facts['kernel_module_version'], facts['userspace_versions'], facts['match']) == ('595.80', ['595.84'], False)
+    assert facts['mismatches'][0]['component'] == "NVRM client 'kwin_wayland'"
+
+
+def test_api_mismatch_new_wording_journal():
+    facts = nd.evaluate({'kernel_log': JOURNAL_NEW_WORDING})
+    assert (facts['kernel_module_version'], facts['userspace_versions'], facts['match']) == ('575.51.02', ['570.133.07'], False)
+
+
+def test_open_banner_in_journal_and_old_wording():
+    facts = nd.evaluate({'kernel_log': JOURNAL_OPEN_BANNER})
+    assert facts['kernel_module_version'] == '550.67'
+    assert facts['kernel_module_flavor'] == 'open'
+    assert facts['userspace_versions'] == ['550.76']
+    assert facts['match'] is False
+
+
+def test_banner_after_unload_is_not_the_loaded_module():
+    banner = _read(os.path.join(CORPUS, 'aarch64-proprietary-535-dmesg', 'dmesg.txt'))
+    assert nd.evaluate({'kernel_log': banner})['kernel_module_version'] == '535.161.07'
+    facts = nd.evaluate({'kernel_log': banner + JOURNAL_UNLOAD})
+    assert facts['kernel_module_version'] is None
+    assert any('unloaded' in note for note in facts['notes'])
+    # Loaded again afterwards: the newest banner counts.
+    facts = nd.evaluate({'kernel_log': banner + JOURNAL_UNLOAD + JOURNAL_OPEN_BANNER.splitlines()[0] + '\n'})
+    assert (facts['kernel_module_version'], facts['kernel_module_flavor']) == ('550.67', 'open')
+
+
+def test_stale_api_mismatch_for_another_module_is_ignored():
+    proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue Jun  6 22:20:39 UTC 2023\n'
+    facts = nd.evaluate({'proc_version': proc, 'kernel_log': SYSLOG_012})
+    assert facts['kernel_module_version'] == '535.54.03'
+    assert facts['match'] is None
+    assert any('older NVRM API mismatch' in note for note in facts['notes'])
+
+
+def test_lookalike_modeset_is_not_userspace_drift():
+    facts = nd.evaluate({'kernel_log': MODESET_MISMATCH})
+    assert facts['match'] is None
+    assert facts['userspace_versions'] == []
+    assert [finding['kind'] for finding in facts['findings']] == ['modeset-vs-nvidia-ko']
+    assert '390.87' in facts['findings'][0]['message']
+
+
+def test_lookalike_gsp_firmware_is_not_userspace_drift():
+    facts = nd.evaluate({'kernel_log': GSP_MISMATCH, 'modinfo': 'version:        595.58.03\n'})
+    assert facts['kernel_module_version'] == '595.58.03'
+    assert facts['match'] is None
+    assert [finding['kind'] for finding in facts['findings']] == ['gsp-firmware-mismatch']
+
+
+def test_gsp_missing_firmware_is_reported():
+    dmesg = _read(os.path.join(CORPUS, 'fedora-image-570-144-module-570-153-client', 'dmesg.txt'))
+    facts = nd.evaluate({'kernel_log': dmesg})
+    assert 'gsp-firmware-missing' in [finding['kind'] for finding in facts['findings']]
+
+
+def test_taint_line_means_proprietary():
+    facts = nd.evaluate({'kernel_log': "[    3.656114] nvidia: module license 'NVIDIA' taints kernel.\n",
+                         'nvidia_smi_query': '580.95.05\n'})
+    assert facts['kernel_module_flavor'] == 'proprietary'
+
+
+# ---------------------------------------------------------------------------
+# nvidia-smi
+# ---------------------------------------------------------------------------
+
+def test_smi_normal_header():
+    facts = nd.parse_nvidia_smi(_read(os.path.join(CORPUS, 'ubuntu2404-role-560-match-new-header', 'nvidia-smi.txt')))
+    assert (facts['smi_version'], facts['driver_version'], facts['cuda_version']) == ('560.35.03', '560.35.03', '12.6')
+    assert not facts['nvml_mismatch']
+
+
+def test_smi_mismatch_with_and_without_nvml_line():
+    with_line = nd.parse_nvidia_smi(_read(os.path.join(CORPUS, 'docker-image-nvml-565-on-535-host', 'nvidia-smi.txt')))
+    assert with_line['nvml_mismatch'] and with_line['nvml_version'] == '565.57'
+    without = nd.parse_nvidia_smi(_read(os.path.join(CORPUS, 'rhel7-cuda-repo-465-mismatch', 'nvidia-smi.txt')))
+    assert without['nvml_mismatch'] and without['nvml_version'] is None
+
+
+def test_smi_query_multi_gpu():
+    facts = nd.parse_nvidia_smi(_read(os.path.join(CORPUS, 'query-gpu-driver-version-multi-gpu', 'nvidia-smi-query-gpu.txt')))
+    assert facts['query_versions'] == ['515.57', '515.57']
+
+
+def test_smi_binary_vs_nvml_lookalike():
+    # format per https://github.com/CFSworks/nvml_fix/issues/2
+    text = ('Mismatch in versions between nvidia-smi and NVML.\n'
+            'Are you sure you are using nvidia-smi provided with the driver?\n'
+            'Failed to properly shut down NVML: Function Not Found\n')
+    facts = nd.evaluate({'nvidia_smi': text})
+    assert facts['match'] is None
+    assert [finding['kind'] for finding in facts['findings']] == ['nvidia-smi-vs-nvml']
+
+
+def test_smi_no_driver():
+    # format per https://github.com/NVIDIA/nvidia-docker/issues/988 (wrapped as published)
+    text = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure\n"
+            " that the latest NVIDIA driver is installed and running.\n")
+    facts = nd.evaluate({'nvidia_smi': text})
+    assert facts['match'] is None and facts['kernel_module_version'] is None
+    assert [finding['kind'] for finding in facts['findings']] == ['no-driver']
+
+
+def test_nvml_prefix_only_for_the_nvml_line():
+    proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.16  Thu Jan 16 01:00:00 UTC 2025\n'
+    nvml = 'Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.86\n'
+    # NVML agrees as a prefix, but NVML itself said mismatch: still false, and nothing else to list.
+    facts = nd.evaluate({'proc_version': proc, 'nvidia_smi': nvml})
+    assert facts['match'] is False
+    assert facts['userspace_versions'] == ['570.86']
+    assert nd.version_consistent('570.86', '570.86.16', nvml=True)
+    assert not nd.version_consistent('570.86', '570.86.16')
+    assert not nd.version_consistent('575.64', '575.64.03')
+    assert not nd.version_consistent('570.8', '570.86.16', nvml=True)
+
+
+# ---------------------------------------------------------------------------
+# Library names
+# ---------------------------------------------------------------------------
+
+def test_library_names_from_ls():
+    libs = nd.parse_library_names(_read(os.path.join(CORPUS, 'ubuntu-ls-libnvidia-550-90-07', 'ls_libnvidia.txt')))
+    assert libs == {'libnvidia-ml.so': ['550.90.07'], 'libcudadebugger.so': ['550.90.07'], 'libcuda.so': ['550.90.07']}
+
+
+def test_library_names_skip_own_versioned_and_unrelated():
+    text = '\n'.join(['/usr/lib/x86_64-linux-gnu/libnvidia-egl-wayland.so.1.1.13', '/usr/lib/x86_64-linux-gnu/libnvidia-container.so.1.17.8',
+                      '/usr/lib/x86_64-linux-gnu/libicudata.so.70.1', '/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1',
+                      '/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.0', '/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.565.57.01'])
+    assert nd.parse_library_names(text) == {'libnvidia-ptxjitcompiler.so': ['565.57.01']}
+
+
+def test_ldconfig_p_format_from_real_ldconfig():
+    """Run the real ldconfig -p of this machine and check the parser reads its line format."""
+    out = subprocess.run(['ldconfig', '-p'], capture_output=True, text=True, env={'LC_ALL': 'C', 'PATH': '/usr/sbin:/sbin:/usr/bin:/bin'},
+                         check=True).stdout
+    line = next(line for line in out.splitlines() if 'libc.so.6 ' in line)
+    # The parser keeps NVIDIA names only; the same line with an NVIDIA soname must parse.
+    nvidia_line = line.replace('libc.so.6', 'libnvidia-ml.so.1')
+    entries = nd.parse_ldconfig_p(nvidia_line)
+    assert len(entries) == 1 and entries[0][0] == 'libnvidia-ml.so.1' and entries[0][2].endswith('libnvidia-ml.so.1')
+    assert nd.parse_ldconfig_p(out) == [entry for entry in nd.parse_ldconfig_p(out) if 'nvidia' in entry[0] or 'cuda' in entry[0]]
+
+
+# ---------------------------------------------------------------------------
+# Packages
+# ---------------------------------------------------------------------------
+
+def test_dpkg_column_view_with_header():
+    pkgs = nd.parse_dpkg(_read(os.path.join(CORPUS, 'debian-bookworm-smi-525-module-520', 'dpkg-query.txt')))
+    assert [(p['status'], p['name'], p['upstream'], p['revision'], p['arch']) for p in pkgs] == [('ii', 'nvidia-smi', '525.85.12', '1', 'amd64')]
+
+
+def test_dpkg_machine_format_from_real_dpkg_query():
+    """The live module's own dpkg-query format, produced by the real dpkg-query of this machine."""
+    fmt = nd.DPKG_QUERY_FORMAT.replace('\\\\', '\\')
+    out = subprocess.run(['dpkg-query', '-W', '-f', fmt, 'dpkg', 'libc6'], capture_output=True, text=True, check=True).stdout
+    version = subprocess.run(['dpkg-query', '-W', '-f', '${Version}', 'dpkg'], capture_output=True, text=True, check=True).stdout
+    pkgs = dict((p['name'], p) for p in nd.parse_dpkg(out))
+    assert pkgs['dpkg']['version'] == version
+    assert pkgs['dpkg']['status'] == 'ii'
+    assert pkgs['libc6']['arch_qualifier'] is not None
+    assert pkgs['dpkg']['summary']
+
+
+def test_ubuntu_server_packages_kernel_side_and_upload_counter():
+    # format per https://github.com/NVIDIA/gpu-driver-container/pull/186 (complete rows only)
+    text = """ii  libnvidia-cfg1-550-server:amd64                  550.127.08-0ubuntu0.24.04.1       amd64        NVIDIA binary OpenGL/GLX configuration library
+ii  libnvidia-compute-550-server:amd64               550.127.08-0ubuntu0.24.04.1       amd64        NVIDIA libcompute package
+ii  linux-modules-nvidia-550-server-6.8.0-51-generic 6.8.0-51.52+1                     amd64        Linux kernel nvidia modules for version 6.8.0-51
+ii  linux-objects-nvidia-550-server-6.8.0-51-generic 6.8.0-51.52+1                     amd64        Linux kernel nvidia modules for version 6.8.0-51 (objects)
+ii  linux-signatures-nvidia-6.8.0-51-generic         6.8.0-51.52+1                     amd64        Linux kernel signatures for nvidia modules for version 6.8.0-51-generic
+ii  nvidia-compute-utils-550-server                  550.127.08-0ubuntu0.24.04.1       amd64        NVIDIA compute utilities
+ii  nvidia-firmware-550-server-550.127.08            550.127.08-0ubuntu0.24.04.1       amd64        Firmware files used by the kernel module
+"""
+    proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.120  Fri Sep 13 10:10:01 UTC 2024\n'
+    facts = nd.evaluate({'dpkg': text, 'proc_version': proc})
+    assert [p['name'] for p in facts['packages']] == ['libnvidia-cfg1-550-server:amd64', 'libnvidia-compute-550-server:amd64', 'nvidia-compute-utils-550-server']
+    assert facts['userspace_versions'] == ['550.127.08']
+    assert facts['match'] is False
+    # -0ubuntu0.24.04.1 carries a per-upload counter: no pin can be derived without the archive's list.
+    assert facts['fix_packages'] == []
+    assert len(facts['fix_skipped']) == 3
+    excluded = dict((p['name'], p['reason']) for p in facts['excluded_packages'])
+    assert excluded['nvidia-firmware-550-server-550.127.08'] == 'kernel-side'
+    assert excluded['linux-modules-nvidia-550-server-6.8.0-51-generic'] == 'kernel-side'
+
+
+def test_fedora_rpm_fix_pins_with_multilib():
+    # format per https://github.com/negativo17/nvidia-driver/issues/43 (dmesg and rpm -qa of the same report)
+    dmesg = """NVRM: API mismatch: the client has the version 390.25, but
+NVRM: this kernel module has the version 390.12.  Please
+NVRM: make sure that this kernel module and all NVIDIA driver
+NVRM: components have the same version.
+"""
+    rpm = """dkms-nvidia-390.25-1.fc27.x86_64
+nvidia-driver-390.25-1.fc27.x86_64
+nvidia-driver-cuda-390.25-1.fc27.x86_64
+nvidia-driver-cuda-libs-390.25-1.fc27.i686
+nvidia-driver-cuda-libs-390.25-1.fc27.x86_64
+nvidia-driver-libs-390.25-1.fc27.i686
+nvidia-driver-libs-390.25-1.fc27.x86_64
+nvidia-driver-NVML-390.25-1.fc27.x86_64
+nvidia-libXNVCtrl-390.25-1.fc27.x86_64
+nvidia-persistenced-390.25-1.fc27.x86_64
+nvidia-settings-390.25-1.fc27.x86_64
+"""
+    facts = nd.evaluate({'kernel_log': dmesg, 'rpm': rpm})
+    assert facts['kernel_module_version'] == '390.12'
+    assert facts['kernel_module_flavor'] == 'proprietary'  # R390 < R515
+    assert facts['distro_family'] == 'redhat'
+    assert facts['userspace_versions'] == ['390.25']
+    assert facts['fix_packages'] == [
+        'nvidia-driver-390.12-1.fc27',
+        'nvidia-driver-cuda-390.12-1.fc27',
+        'nvidia-driver-cuda-libs-390.12-1.fc27.i686',
+        'nvidia-driver-cuda-libs-390.12-1.fc27.x86_64',
+        'nvidia-driver-libs-390.12-1.fc27.i686',
+        'nvidia-driver-libs-390.12-1.fc27.x86_64',
+        'nvidia-driver-NVML-390.12-1.fc27',
+    ]
+
+
+def test_rpm_machine_format():
+    text = 'libnvidia-ml\t3\t570.86.16\t1.el8\tx86_64\tNVIDIA Management Library (NVML)\n'
+    pkg = nd.parse_rpm(text)[0]
+    assert (pkg['name'], pkg['epoch'], pkg['upstream'], pkg['revision'], pkg['arch']) == ('libnvidia-ml', '3', '570.86.16', '1.el8', 'x86_64')
+
+
+@pytest.mark.parametrize('name, version, summary, kind', [
+    ('nvidia-driver-545', '550.120-0ubuntu0.24.04.1', '', 'transitional'),            # name's branch differs from the version's
+    ('nvidia-driver-570', '580.95.05-0ubuntu1', 'Transitional package for nvidia-driver-580', 'transitional'),
+    ('libnvidia-compute', '590.48.01-0ubuntu1', 'NVIDIA libcompute package', 'userspace'),  # CUDA repo 590: no branch in the name
+    ('nvidia-dkms-580-open', '580.95.05-0ubuntu1', '', 'kernel-side'),
+    ('nvidia-kernel-common-580', '580.95.05-0ubuntu1', '', 'kernel-side'),
+    ('nvidia-driver-latest-dkms', '465.19.01-1.el7', '', 'userspace'),
+    ('nvidia-kernel-open-dkms', '550.54.15-1', '', 'kernel-side'),
+    ('nvidia-container-toolkit', '1.17.8-1', '', 'own-version'),
+    ('nvidia-settings', '570.86.16-1.el8', '', 'own-version'),
+    ('cuda-drivers', '465.19.01-1', '', 'userspace'),
+    ('cuda-cudart-11-3', '11.3.58-1', '', 'own-version'),
+    ('nvidia-l4t-core', '35.3.1-20230319081403', '', 'userspace'),
+    ('nvidia-l4t-kernel', '5.10.104-tegra-35.3.1-20230319081403', '', 'kernel-side'),
+])
+def test_classify_package(name, version, summary, kind):
+    epoch, upstream, revision = nd.split_debian_version(version)
+    pkg = {'status': 'ii', 'name': name, 'upstream': upstream, 'revision': revision, 'summary': summary}
+    assert nd.classify_package(pkg) == kind
+
+
+def test_not_installed_rows_are_ignored():
+    text = ('rc  libnvidia-compute-535:amd64 535.183.01-0ubuntu1 amd64 NVIDIA libcompute package\n'
+            'un  nvidia-driver-binary <none> <none> (no description available)\n')
+    facts = nd.evaluate({'dpkg': text})
+    assert facts['packages'] == [] and facts['userspace_versions'] == []
+
+
+# ---------------------------------------------------------------------------
+# Fix planning with the repository's real version list
+# ---------------------------------------------------------------------------
+
+def test_fix_with_real_apt_cache_madison():
+    available = nd.parse_apt_madison(_read(os.path.join(LIVE, 'apt-cache-madison.txt')))
+    assert available['libnvidia-ml1'] == ['535.309.01-0+deb12u1', '535.261.03-1']
+    dpkg = ('ii \tlibnvidia-ml1:amd64\t535.309.01-0+deb12u1\tamd64\tNVIDIA Management Library (NVML) runtime library\n'
+            'ii \tnvidia-smi\t535.309.01-0+deb12u1\tamd64\tNVIDIA System Management Interface\n')
+    proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Wed Jul 16 20:21:07 UTC 2025\n'
+    # Without the list: Debian's security revision carries a counter, so nothing is certain.
+    facts = nd.evaluate({'dpkg': dpkg, 'proc_version': proc})
+    assert facts['fix_packages'] == [] and facts['match'] is False
+    facts = nd.evaluate({'dpkg': dpkg, 'proc_version': proc, 'available': available})
+    assert facts['fix_packages'] == ['libnvidia-ml1=535.261.03-1', 'nvidia-smi=535.261.03-1']
+    # A version the repositories do not have is reported, not guessed.
+    proc_gone = proc.replace('535.261.03', '535.247.01')
+    facts = nd.evaluate({'dpkg': dpkg, 'proc_version': proc_gone, 'available': available})
+    assert facts['fix_packages'] == []
+    assert 'no version 535.247.01' in facts['fix_skipped'][0]['reason']
+
+
+def test_real_apt_simulation_parse():
+    plan = nd.parse_apt_simulation(_read(os.path.join(LIVE, 'apt-get-s-install.txt')))
+    installs = dict((name, new) for name, old, new in plan['install'])
+    assert installs['libnvidia-ml1'] == '535.261.03-1'
+    assert installs['nvidia-alternative'] == '535.261.03-1'
+    assert plan['remove'] == []
+
+
+def test_apt_simulation_upgrade_and_remove_lines():
+    # apt-get -s line format for an installed package and a removal (apt-pkg's simulation output)
+    text = ('Remv nvidia-driver-565 [565.57.01-0ubuntu1]\n'
+            'Inst libnvidia-compute-565 [565.57.01-0ubuntu1] (590.48.01-0ubuntu1 cuda [amd64])\n')
+    plan = nd.parse_apt_simulation(text)
+    assert plan['remove'] == [('nvidia-driver-565', '565.57.01-0ubuntu1')]
+    assert plan['install'] == [('libnvidia-compute-565', '565.57.01-0ubuntu1', '590.48.01-0ubuntu1')]
+
+
+# ---------------------------------------------------------------------------
+# Context and decisions
+# ---------------------------------------------------------------------------
+
+def test_os_release_families():
+    assert nd.parse_os_release(_read('/etc/os-release'))['family'] == 'debian'
+    assert nd.parse_os_release('ID="rocky"\nID_LIKE="rhel centos fedora"\n')['family'] == 'redhat'
+    assert nd.parse_os_release('ID=arch\n')['family'] is None
+
+
+@pytest.mark.parametrize('files, expected', [
+    ({'/run/systemd/container': 'lxc\n'}, (True, 'lxc')),
+    ({'/run/systemd/container': 'systemd-nspawn\n'}, (True, 'systemd-nspawn')),
+    ({'/proc/1/environ': 'PATH=/bin\0container=lxc\0'}, (True, 'lxc')),
+    ({'/.dockerenv': True}, (True, 'docker')),
+    ({'/run/.containerenv': True}, (True, 'podman')),
+    ({'/proc/1/cgroup': '12:devices:/lxc/101\n'}, (True, 'lxc')),
+    ({'/proc/1/cgroup': '0::/init.scope\n', '/proc/1/environ': 'PATH=/bin\0'}, (False, None)),
+])
+def test_detect_container(files, expected):
+    assert nd.detect_container(files)[:2] == expected
+
+
+def test_recommendation_bare_host_vs_container():
+    proc = _read(os.path.join(CORPUS, 'debian-bookworm-smi-525-module-520', 'proc_driver_nvidia_version.txt'))
+    dpkg = _read(os.path.join(CORPUS, 'debian-bookworm-smi-525-module-520', 'dpkg-query.txt'))
+    base = {'proc_version': proc, 'dpkg': dpkg}
+    container = nd.evaluate(dict(base, container_files={'/run/systemd/container': 'lxc\n'}))
+    assert nd.recommend(container, True) == 'install_userspace'
+    # Bare host whose module file on disk is newer: reboot, not a user-space downgrade.
+    newer = nd.evaluate(dict(base, container_files={}, modinfo='version:        525.85.12\nlicense:        NVIDIA\n'))
+    assert nd.recommend(newer, True) == 'reboot'
+    assert 'reboot' in nd.describe(newer, 'reboot')
+    # Bare host whose module file is the loaded one: user space moved alone, install it.
+    same = nd.evaluate(dict(base, container_files={}, modinfo='version:        520.56.06\nlicense:        NVIDIA\n'))
+    assert nd.recommend(same, True) == 'install_userspace'
+    assert 'nvidia-smi=520.56.06-1' in nd.describe(same, 'install_userspace')
