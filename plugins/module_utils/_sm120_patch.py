@@ -181,6 +181,21 @@ def read_version(package_dir):
 # Locating the package
 # ---------------------------------------------------------------------------------------------
 
+def _resolve_python(python):
+    """Absolute path of the interpreter: a path must be an executable file, a bare name is looked up in PATH."""
+    if os.sep in python:
+        if os.path.isfile(python) and os.access(python, os.X_OK):
+            return python
+        raise PatchError('The interpreter %s does not exist or is not executable. Set O(python) to the python of the environment '
+                         'where SGLang is installed (for a venv: <venv>/bin/python).' % python, python=python)
+    for directory in os.environ.get('PATH', os.defpath).split(os.pathsep):
+        candidate = os.path.join(directory or '.', python)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise PatchError('The interpreter %r was not found in PATH (%s). Set O(python) to the absolute path of the python of the '
+                     'environment where SGLang is installed.' % (python, os.environ.get('PATH', '')), python=python)
+
+
 def locate_package(python, run):
     """Find the sglang package directory of the environment of ``python`` without importing sglang.
 
@@ -392,7 +407,13 @@ class Replace(Edit):
                     continue
                 hits.append(i)
         if not hits or (len(hits) > 1 and not self.first):
-            found = _excerpt(lines, lo, hi) if hi - lo <= 40 else '%d matching lines in %s' % (len(hits), self.region.label)
+            if not hits and self.next_text is not None:
+                # show what stands where the anchor says the site should be
+                found = ''.join(lines[i - 1] + lines[i] for i in range(max(lo, 1), hi) if _text(lines[i]) == self.next_text) or None
+            elif hi - lo <= 40:
+                found = _excerpt(lines, lo, hi)
+            else:
+                found = '%d matching lines in %s' % (len(hits), self.region.label)
             raise ShapeMismatch('expected exactly one line %s, found %d' % (self.describe(), len(hits)),
                                 expected=self.old, found=found, line=lo + 1)
         return hits[0]
@@ -734,7 +755,11 @@ def _match_shape(ws, shape):
     states = []
     primary_index = None
     for n, edit in enumerate(shape.edits):
-        st, i = edit.state(lines)
+        try:
+            st, i = edit.state(lines)
+        except ShapeMismatch as miss:
+            miss.score = n  # how far this shape got: the best candidate for the error message
+            raise
         states.append(st)
         if n == (shape.primary % len(shape.edits)):
             primary_index = i
@@ -817,18 +842,32 @@ def plan_site(ws, site, state, version, glm5_only=True, explicit=False):
     return _site_result(site, path, line, status, reason)
 
 
+def _shape_covers(shape, version):
+    parts = [p.strip() for p in shape.releases.split('-')]
+    return _in_range(version, parts[0], parts[-1])
+
+
 def _site_not_found(ws, site, version, misses):
     files, marker = _MARKERS[site]
     present = [rel for rel in files if ws.exists(rel) and marker.search(_read_text(ws.path(rel)))]
-    if not present and not _newer_than_known(version):
-        for name, low, high, status, reason in _KNOWN_ABSENT:
-            if name == site and _in_range(version, low, high):
-                return _site_result(site, None, None, status, reason % version)
+    if not present:
+        if version_key(version) is None:
+            # no trace of the site in the files, and no release to check the absence against
+            return _site_result(site, None, None, NOT_PRESENT,
+                                'no trace of this site in %s, and the SGLang version could not be read (%s)'
+                                % (', '.join(files), version or 'no version source'))
+        if not _newer_than_known(version):
+            for name, low, high, status, reason in _KNOWN_ABSENT:
+                if name == site and _in_range(version, low, high):
+                    return _site_result(site, None, None, status, reason % version)
     # unknown shape: build the most useful message from the nearest miss
     near = None
+    best = None
     for shape, miss in misses:
-        if near is None or (miss.expected and not near[1].expected):
-            near = (shape, miss)
+        # the shape that got furthest, and among those the one whose release range holds this version
+        rank = (getattr(miss, 'score', 0), _shape_covers(shape, version))
+        if best is None or rank > best:
+            near, best = (shape, miss), rank
     known = ', '.join('%s (%s, %s)' % (s.name, s.path, s.releases) for s in site_shapes(site))
     if near is not None:
         shape, miss = near
@@ -1004,7 +1043,8 @@ def run_patch(params, run, check_mode=False, want_diff=False, move=None, backup=
             raise PatchError('%s is not an installed sglang package directory (no srt/server_args.py there). Pass the '
                              'directory named "sglang" in site-packages, or O(python) instead.' % package_dir, sglang_path=package_dir)
     else:
-        package_dir, _info = locate_package(python, run)
+        package_dir, _info = locate_package(_resolve_python(python), run)
+    python = _resolve_python(python)
     result['sglang_path'] = package_dir
     version, source = read_version(package_dir)
     result['sglang_version'] = version
