@@ -1060,12 +1060,13 @@ class NvidiaDriverHost:
             if not tool:
                 return None
             rc, out, dummy = self.run([tool, 'madison'] + sorted(set(names)))
-            return parse_apt_madison(out) if rc == 0 else None
+            # Nothing listed at all (no apt-get update in a fresh container): unknown, not "none available".
+            return parse_apt_madison(out) or None if rc == 0 else None
         tool = self.bin('dnf')
         if not tool:
             return None
         rc, out, dummy = self.run([tool, '-q', 'list', '--showduplicates'] + sorted(set(names)))
-        return parse_dnf_list(out)
+        return parse_dnf_list(out) or None
 
     # -- apt -------------------------------------------------------------------
     def apt_simulate(self, pins, replaced):

@@ -1,0 +1,255 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The nvidia_driver_match module end to end in-process: arguments, results, check mode, diff, fix paths.
+
+The host's view (``NvidiaDriverHost.gather``) is replaced by recorded corpus evidence, and the
+package tools by a table of recorded outputs (tests/fixtures/nvidia_live: real apt-cache and apt-get
+output), following community.general's mocked run_command tables.  The real module against real
+files and a real ansible-playbook run is in tests/integration/test_nvidia_driver_match_ns.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_driver as nd
+from ansible_collections.llmops.sglang.plugins.modules import nvidia_driver_match
+
+FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures')
+CORPUS = os.path.join(FIXTURES, 'nvidia')
+LIVE = os.path.join(FIXTURES, 'nvidia_live')
+
+
+def _read(*parts):
+    with open(os.path.join(*parts), encoding='utf-8') as handle:
+        return handle.read()
+
+
+PROC_535_261 = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Wed Jul 16 20:21:07 UTC 2025\n'
+DPKG_535_309 = ('ii \tlibnvidia-ml1:amd64\t535.309.01-0+deb12u1\tamd64\tNVIDIA Management Library (NVML) runtime library\n'
+                'ii \tnvidia-smi\t535.309.01-0+deb12u1\tamd64\tNVIDIA System Management Interface\n')
+DPKG_535_261 = DPKG_535_309.replace('535.309.01-0+deb12u1', '535.261.03-1').replace('ii \t', 'hi \t')
+LXC = {'/run/systemd/container': 'lxc\n'}
+
+
+class Host:
+    """Scripted host: evidence per gather() call and outputs per command."""
+
+    def __init__(self, evidences, commands=None):
+        self.evidences = list(evidences)
+        self.commands = commands or {}
+        self.ran = []
+
+    def gather(self, dummy_self, package_manager='auto'):
+        evidence = dict(self.evidences[0])
+        if len(self.evidences) > 1:
+            self.evidences.pop(0)
+        evidence.setdefault('module_loaded', bool(evidence.get('proc_version')))
+        return evidence
+
+    def run_command(self, dummy_module, argv, **kwargs):
+        self.ran.append(list(argv))
+        key = ' '.join(os.path.basename(argv[0]) if i == 0 else part for i, part in enumerate(argv))
+        for prefix, answer in self.commands.items():
+            if key.startswith(prefix):
+                if callable(answer):
+                    return answer(argv)
+                return answer
+        raise AssertionError('unexpected command: %s' % key)
+
+
+@pytest.fixture
+def run_module(monkeypatch, capsys):
+    def runner(args, host, check_mode=False, diff=False):
+        monkeypatch.setattr(nd.NvidiaDriverHost, 'gather', lambda self, pm='auto': host.gather(self, pm))
+        monkeypatch.setattr(nd.NvidiaDriverHost, 'bin', lambda self, name: '/usr/bin/' + name)
+        monkeypatch.setattr('ansible.module_utils.basic.AnsibleModule.run_command', lambda self, argv, **kw: host.run_command(self, argv, **kw))
+        args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+        with patch_module_args(args):
+            with pytest.raises(SystemExit):
+                nvidia_driver_match.main()
+        return json.loads(capsys.readouterr().out)
+    return runner
+
+
+def test_match_from_nvml_answer(run_module):
+    host = Host([{'nvidia_smi_query': _read(CORPUS, 'query-gpu-driver-version-multi-gpu', 'nvidia-smi-query-gpu.txt'), 'container_files': {}}])
+    result = run_module({}, host)
+    assert not result.get('failed')
+    assert result['changed'] is False
+    assert result['match'] is True
+    assert result['kernel_module'] == {'version': '515.57', 'flavor': None, 'source': 'nvidia-smi --query-gpu=driver_version', 'file_version': None}
+    assert result['userspace']['versions'] == ['515.57']
+    assert result['recommended_action'] == 'none'
+
+
+def test_mismatch_fails_with_what_differs_and_the_fix(run_module):
+    case = 'debian-bookworm-smi-525-module-520'
+    host = Host([{'proc_version': _read(CORPUS, case, 'proc_driver_nvidia_version.txt'), 'dpkg': _read(CORPUS, case, 'dpkg-query.txt'),
+                  'nvidia_smi_query': _read(CORPUS, case, 'nvidia-smi.txt'), 'container_files': LXC}],
+                {'apt-cache madison': (0, '', '')})
+    result = run_module({}, host)
+    assert result['failed'] is True
+    assert result['match'] is False
+    assert result['in_container'] is True and result['container_kind'] == 'lxc'
+    assert result['kernel_module']['flavor'] == 'proprietary'
+    assert '520.56.06' in result['msg'] and '525.85.12' in result['msg']
+    # madison listed nothing: the pure rule still derives the -1 pin, and the message names it.
+    assert result['fix_packages'] == ['nvidia-smi=520.56.06-1']
+    assert 'nvidia-smi=520.56.06-1' in result['msg']
+    assert {'component': 'package nvidia-smi', 'version': '525.85.12', 'expected': '520.56.06'} in result['mismatches']
+
+
+def test_no_module_is_null_not_failed(run_module):
+    result = run_module({}, Host([{'container_files': {}}]))
+    assert not result.get('failed')
+    assert result['match'] is None
+    assert result['recommended_action'] == 'load_module'
+    assert 'no NVIDIA kernel module is loaded' in result['reason']
+
+
+def test_no_module_with_expected_version_fails(run_module):
+    result = run_module({'expected_version': '570.148.08'}, Host([{'container_files': {}}]))
+    assert result['failed'] is True
+    assert '570.148.08' in result['msg'] and 'no NVIDIA kernel module is loaded' in result['msg']
+
+
+@pytest.mark.parametrize('expected, failed', [('565.57.01', False), ('565', False), ('565.57', True), ('570.148.08', True)])
+def test_expected_version(run_module, expected, failed):
+    proc = _read(CORPUS, 'ubuntu2404-open-565-proc-only', 'proc_driver_nvidia_version.txt')
+    result = run_module({'expected_version': expected}, Host([{'proc_version': proc, 'container_files': {}}]))
+    assert bool(result.get('failed')) is failed
+    assert result['kernel_module']['flavor'] == 'open'
+
+
+def test_flavor_hint_fills_unknown_and_warns_on_conflict(run_module):
+    smi = _read(CORPUS, 'ubuntu2404-role-560-match-new-header', 'nvidia-smi.txt')
+    result = run_module({'flavor': 'open'}, Host([{'nvidia_smi_query': smi, 'container_files': {}}]))
+    assert result['kernel_module']['flavor'] == 'open'
+    proc = _read(CORPUS, 'truenas-module-580-173-nvml-580-178', 'proc_driver_nvidia_version.txt')
+    result = run_module({'flavor': 'open'}, Host([{'proc_version': proc, 'container_files': {}}]))
+    assert result['kernel_module']['flavor'] == 'proprietary'
+    assert any('flavor option says open' in str(warning) for warning in result.get('warnings', [])), result.keys()
+
+
+def _fix_host(after_dpkg=DPKG_535_261, install=(0, 'Setting up nvidia-smi (535.261.03-1) ...\n', '')):
+    madison = _read(LIVE, 'apt-cache-madison.txt')
+    simulation = _read(LIVE, 'apt-get-s-install.txt')
+    state = {'dpkg': DPKG_535_309}
+
+    def do_install(argv):
+        state['dpkg'] = after_dpkg
+        return install
+
+    def query(argv):
+        return 0, state['dpkg'], ''
+
+    commands = {
+        'apt-cache madison': (0, madison, ''),
+        'apt-get -s install': (0, simulation, ''),
+        'apt-get install': do_install,
+        'dpkg-query -W': query,
+        'apt-mark hold': (0, 'nvidia-smi set on hold.\nlibnvidia-ml1 set on hold.\n', ''),
+    }
+    before = {'proc_version': PROC_535_261, 'dpkg': DPKG_535_309, 'container_files': LXC, 'module_loaded': True}
+    after = dict(before, dpkg=after_dpkg)
+    return Host([before, after], commands), state
+
+
+def test_fix_check_mode_reports_change_and_diff_without_installing(run_module):
+    host, state = _fix_host()
+    result = run_module({'fix': True}, host, check_mode=True, diff=True)
+    assert not result.get('failed')
+    assert result['changed'] is True
+    assert result['fix_packages'] == ['libnvidia-ml1=535.261.03-1', 'nvidia-smi=535.261.03-1']
+    assert 'kernel module: 535.261.03' in result['diff']['before']
+    assert 'user space: 535.309.01' in result['diff']['before']
+    assert 'package nvidia-smi 535.261.03-1' in result['diff']['after']
+    assert 'user space: 535.261.03' in result['diff']['after']
+    ran = [' '.join(argv[:3]) for argv in host.ran]
+    assert '/usr/bin/apt-get -s install' in ran
+    assert not any(argv[1] == 'install' for argv in host.ran if argv[0].endswith('apt-get'))
+    assert state['dpkg'] == DPKG_535_309
+
+
+def test_fix_check_mode_without_fix_option_is_not_a_change(run_module):
+    host, dummy = _fix_host()
+    result = run_module({}, host, check_mode=True)
+    assert result['failed'] is True and result['changed'] is False
+
+
+def test_fix_installs_pins_holds_and_verifies(run_module):
+    host, state = _fix_host()
+    result = run_module({'fix': True}, host)
+    assert not result.get('failed'), result.get('msg')
+    assert result['changed'] is True
+    assert result['match'] is True
+    assert result['fix_result']['held'] == ['libnvidia-ml1', 'nvidia-smi']
+    install = next(argv for argv in host.ran if argv[0].endswith('apt-get') and argv[1] == 'install')
+    assert install[-2:] == ['libnvidia-ml1=535.261.03-1', 'nvidia-smi=535.261.03-1']
+    assert '--no-install-recommends' in install
+    assert ['/usr/bin/apt-mark', 'hold', 'libnvidia-ml1', 'nvidia-smi'] in host.ran
+
+
+def test_fix_second_run_changes_nothing(run_module):
+    host = Host([{'proc_version': PROC_535_261, 'dpkg': DPKG_535_261, 'container_files': LXC, 'module_loaded': True}])
+    result = run_module({'fix': True}, host)
+    assert result['changed'] is False and result['match'] is True
+    assert not any(argv[0].endswith('apt-get') for argv in host.ran)
+
+
+def test_failed_install_restores_previous_packages(run_module):
+    host, state = _fix_host(after_dpkg=DPKG_535_309.replace('nvidia-smi\t535.309.01-0+deb12u1', 'nvidia-smi\t535.261.03-1'),
+                            install=(100, '', 'E: Sub-process /usr/bin/dpkg returned an error code (1)\n'))
+    restore_calls = []
+    original = host.commands['apt-get install']
+
+    def install(argv):
+        if any(arg.startswith('nvidia-smi=535.309') for arg in argv):
+            restore_calls.append(argv)
+            state['dpkg'] = DPKG_535_309
+            return 0, '', ''
+        return original(argv)
+
+    host.commands['apt-get install'] = install
+    result = run_module({'fix': True}, host)
+    assert result['failed'] is True
+    assert 'The previous packages are in place' in result['msg']
+    assert result['restored']['ok'] is True
+    assert result['restored']['restored'] == ['nvidia-smi=535.309.01-0+deb12u1']
+    assert restore_calls
+    assert not any(argv[0].endswith('apt-mark') for argv in host.ran)
+
+
+def test_fix_refuses_removals_it_does_not_replace(run_module):
+    host, state = _fix_host()
+    host.commands['apt-get -s install'] = (0, 'Remv xserver-xorg-video-nouveau [1:1.0.17-2]\nInst nvidia-smi [535.309.01-0+deb12u1] (535.261.03-1 Debian:12.15/oldstable [amd64])\n', '')
+    result = run_module({'fix': True}, host)
+    assert result['failed'] is True
+    assert 'would remove xserver-xorg-video-nouveau' in result['msg']
+    assert not any(argv[0].endswith('apt-get') and argv[1] == 'install' for argv in host.ran)
+
+
+def test_fix_refuses_kernel_side_packages(run_module):
+    host, state = _fix_host()
+    host.commands['apt-get -s install'] = (0, 'Inst nvidia-kernel-dkms (535.261.03-1 Debian:12.15/oldstable [amd64])\n', '')
+    result = run_module({'fix': True}, host)
+    assert result['failed'] is True
+    assert 'kernel-side packages (nvidia-kernel-dkms)' in result['msg']
+
+
+def test_bare_host_with_newer_module_file_says_reboot(run_module):
+    host, state = _fix_host()
+    host.evidences = [dict(host.evidences[0], container_files={}, modinfo='version:        535.309.01\nlicense:        NVIDIA\n')]
+    result = run_module({'fix': True}, host)
+    assert result['failed'] is True
+    assert result['recommended_action'] == 'reboot'
+    assert 'reboot' in result['msg']
+    assert not any(argv[0].endswith('apt-get') for argv in host.ran)
