@@ -1,0 +1,329 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Tests of the SGLang stand-in server (tests/standin/sglang_standin.py).
+
+The stand-in runs as a real subprocess listening on 127.0.0.1 with a free port; the tests read
+its stderr, poll its HTTP endpoints with urllib and check timings and exit codes. Recordings are
+the real corpus cases under tests/fixtures/sglang-logs, plus small recordings written here when a
+test needs exactly known timestamps.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+STANDIN = REPO / 'tests' / 'standin' / 'sglang_standin.py'
+CASES = REPO / 'tests' / 'fixtures' / 'sglang-logs'
+
+_spec = importlib.util.spec_from_file_location('sglang_standin', STANDIN)
+standin = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(standin)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+class Proc:
+    """The stand-in as a subprocess; stderr is collected with arrival times."""
+
+    def __init__(self, recording, *args, env=None):
+        self.port = free_port()
+        self.base = 'http://127.0.0.1:%d' % self.port
+        full_env = dict(os.environ)
+        full_env.pop('SGLANG_API_KEY', None)
+        full_env.update(env or {})
+        self.t0 = time.monotonic()
+        self.p = subprocess.Popen(
+            [sys.executable, str(STANDIN), '--recording', str(recording), '--host', '127.0.0.1',
+             '--port', str(self.port)] + list(args),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env)
+        self.chunks = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        while True:
+            data = self.p.stderr.read1(65536)
+            if not data:
+                return
+            self.chunks.append((time.monotonic() - self.t0, data))
+
+    def stderr(self, wait=True) -> bytes:
+        if wait:
+            self._reader.join(10)
+        return b''.join(c for _, c in self.chunks)
+
+    def first_seen(self, needle: bytes):
+        """Seconds after start at which needle had arrived on stderr, or None."""
+        buf = b''
+        for t, c in self.chunks:
+            buf += c
+            if needle in buf:
+                return t
+        return None
+
+    def status(self, path, headers=None):
+        """HTTP status of GET path, or None when the port is closed."""
+        req = urllib.request.Request(self.base + path, headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=2) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except (urllib.error.URLError, ConnectionError):
+            return None
+
+    def get_json(self, path, headers=None):
+        req = urllib.request.Request(self.base + path, headers=headers or {})
+        with urllib.request.urlopen(req, timeout=2) as r:
+            return json.loads(r.read())
+
+    def elapsed(self):
+        return time.monotonic() - self.t0
+
+    def wait(self, timeout):
+        return self.p.wait(timeout)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(5)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(5)
+
+
+@pytest.fixture
+def run():
+    procs = []
+
+    def start(recording, *args, **kw):
+        p = Proc(recording, *args, **kw)
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        p.stop()
+
+
+def write_case(tmp_path: Path, lines: list[bytes], expected: dict) -> Path:
+    case = tmp_path / 'case'
+    case.mkdir()
+    (case / 'server.log').write_bytes(b''.join(lines))
+    (case / 'expected.json').write_text(json.dumps(expected))
+    return case
+
+
+def poll_until(proc, deadline, predicate, step=0.05):
+    """Poll predicate() until it is true; return the elapsed time (or None at the deadline)."""
+    while proc.elapsed() < deadline:
+        if predicate():
+            return proc.elapsed()
+        time.sleep(step)
+    return None
+
+
+# A recording whose timestamps span 100 s: listening at 50 s, ready at 75 s.
+TIMED_LINES = [
+    b"[2026-01-01 10:00:00] server_args=ServerArgs(model_path='org/Model-7B', context_length=8192, port=30000)\n",
+    b'[2026-01-01 10:00:10 TP0] Load weight begin. avail mem=70.00 GB\n',
+    b'Loading safetensors checkpoint shards:   0% Completed | 0/2\rLoading safetensors checkpoint shards: 100% Completed | 2/2\n',
+    b'[2026-01-01 10:00:50] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)\n',
+    b'[2026-01-01 10:01:15] The server is fired up and ready to roll!\n',
+    b'[2026-01-01 10:01:40] INFO:     127.0.0.1:40000 - "GET /health HTTP/1.1" 200 OK',
+]
+
+
+def test_ready_status_transitions_follow_the_replay(tmp_path, run):
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready', 'signature': None})
+    p = run(case, '--max-seconds', '4')  # 100 s recorded -> 4 s: listen at 2.0 s, ready at 3.0 s
+    before_listen = p.status('/health')
+    assert before_listen is None, 'port must be closed before "Uvicorn running on" is replayed'
+    t_listen = poll_until(p, 6, lambda: p.status('/v1/models') == 200)
+    assert t_listen is not None and 1.7 <= t_listen <= 2.9, t_listen
+    assert p.status('/health') == 503
+    assert p.status('/health_generate') == 503
+    assert p.status('/model_info') == 200
+    assert p.status('/get_model_info') == 200
+    assert p.status('/server_info') == 200
+    t_ready = poll_until(p, 8, lambda: p.status('/health') == 200)
+    assert t_ready is not None and 2.7 <= t_ready <= 3.9, t_ready
+    assert p.status('/health_generate') == 200
+    time.sleep(max(0.0, 4.5 - p.elapsed()))
+    assert p.p.poll() is None, 'outcome ready keeps serving after the replay'
+    assert p.stderr(wait=False) == b''.join(TIMED_LINES)
+    # the ready line arrived at its compressed recorded time
+    t_line = p.first_seen(b'fired up and ready to roll')
+    assert 2.8 <= t_line <= 3.6, t_line
+    models = p.get_json('/v1/models')
+    assert models['object'] == 'list'
+    entry = models['data'][0]
+    assert entry['id'] == 'org/Model-7B' and entry['root'] == 'org/Model-7B'
+    assert entry['object'] == 'model' and entry['owned_by'] == 'sglang'
+    assert entry['max_model_len'] == 8192 and isinstance(entry['created'], int)
+    p.p.send_signal(signal.SIGTERM)
+    assert p.wait(5) == 0
+
+
+def test_replay_never_exceeds_max_seconds_and_keeps_real_pace_when_short(tmp_path, run):
+    lines = [b'[2026-01-01 10:00:00] a\n', b'[2026-01-01 10:00:01] b\n', b'[2026-01-01 10:00:02] c\n']
+    case = write_case(tmp_path, lines, {'outcome': 'crashed', 'signature': 'traceback'})
+    p = run(case, '--max-seconds', '8')  # 2 s recorded: replayed at the recorded pace, not stretched
+    assert p.wait(10) == 1
+    done = p.elapsed()
+    assert 1.9 <= p.first_seen(b'] c') <= 3.0
+    assert done < 4.0
+
+
+def test_api_key_guards_everything_but_health_and_metrics(tmp_path, run):
+    case = write_case(tmp_path, TIMED_LINES[:4], {'outcome': 'ready', 'signature': None})
+    p = run(case, '--max-seconds', '0.5', '--api-key', 's3cret', '--enable-metrics', '--served-model-name', 'm1')
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    auth = {'Authorization': 'Bearer s3cret'}
+    for path in ('/v1/models', '/model_info', '/get_model_info', '/server_info'):
+        assert p.status(path) == 401, path
+        assert p.status(path, {'Authorization': 'Bearer wrong'}) == 401, path
+        assert p.status(path, auth) == 200, path
+    assert p.status('/metrics') == 200
+    assert p.status('/health_generate') == 200
+    assert p.get_json('/v1/models', auth)['data'][0]['id'] == 'm1'
+    req = urllib.request.Request(p.base + '/generate', data=b'{"text": "hi"}', headers=auth, method='POST')
+    with urllib.request.urlopen(req, timeout=2) as r:
+        body = json.loads(r.read())
+    assert r.status == 200 and 'stand-in' in body['text']
+
+
+def test_api_key_from_environment(tmp_path, run):
+    case = write_case(tmp_path, TIMED_LINES[:4], {'outcome': 'ready', 'signature': None})
+    p = run(case, '--max-seconds', '0.5', env={'SGLANG_API_KEY': 'envkey'})
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert p.status('/v1/models') == 401
+    assert p.status('/v1/models', {'Authorization': 'Bearer envkey'}) == 200
+
+
+def test_recorded_crash_exits_1_byte_faithfully():
+    case = CASES / 'rtx3090-oom-attention-workspace-at-graph-stage'
+    p = Proc(case, '--max-seconds', '2')
+    try:
+        assert p.wait(10) == 1
+    finally:
+        p.stop()
+    assert p.stderr() == (case / 'server.log').read_bytes()
+    assert p.elapsed() < 5
+
+
+def test_silent_exit_kills_itself_with_sigkill():
+    case = CASES / 'gb10-dflash-killed-during-graph-capture'
+    assert json.loads((case / 'expected.json').read_text())['signature'] == 'silent_exit'
+    p = Proc(case, '--max-seconds', '1')
+    try:
+        assert p.wait(10) == -signal.SIGKILL
+    finally:
+        p.stop()
+    # '\r' progress segments and the leaked-semaphore warning glued to them come through unchanged
+    assert p.stderr() == (case / 'server.log').read_bytes()
+
+
+def test_stalled_recording_hangs_until_sigterm():
+    case = CASES / 'tp2-stuck-in-cuda-graph-capture'
+    data = (case / 'server.log').read_bytes()
+    assert not data.endswith(b'\n')
+    p = Proc(case, '--max-seconds', '1')
+    try:
+        time.sleep(2.5)
+        assert p.p.poll() is None, 'a stalled recording must hang, not exit'
+        assert p.stderr(wait=False) == data, 'missing final newline is kept'
+        assert p.status('/health') is None, 'the recording never reached "Uvicorn running on"'
+        p.p.send_signal(signal.SIGTERM)
+        assert p.wait(5) == 0
+    finally:
+        p.stop()
+
+
+def test_warmup_failure_opens_the_port_then_exits_1():
+    case = CASES / 'warmup-502-initialization-failed-killed'
+    p = Proc(case, '--max-seconds', '3')
+    try:
+        seen = set()
+        while p.p.poll() is None and p.elapsed() < 10:
+            seen.add(p.status('/health'))
+            time.sleep(0.05)
+        assert p.wait(5) == 1
+    finally:
+        p.stop()
+    assert 503 in seen, 'listening but never healthy during the recorded warmup failure'
+    assert 200 not in seen
+    assert p.status('/health') is None, 'port closed after the crash'
+
+
+def test_derived_case_replays_from_the_new_run_offset():
+    case = CASES / 'appended-crash-then-ready-same-host'
+    offset = json.loads((case / 'expected.json').read_text())['new_run_offset_bytes']
+    assert offset > 0
+    p = Proc(case, '--max-seconds', '1')
+    try:
+        assert poll_until(p, 6, lambda: p.status('/health') == 200) is not None
+        time.sleep(max(0.0, 1.5 - p.elapsed()))
+        assert p.stderr(wait=False) == (case / 'server.log').read_bytes()[offset:]
+    finally:
+        p.stop()
+
+
+def test_outcome_override_turns_a_ready_recording_into_a_crash(tmp_path):
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready', 'signature': None})
+    p = Proc(case, '--max-seconds', '1', '--outcome', 'crashed')
+    try:
+        assert p.wait(6) == 1
+    finally:
+        p.stop()
+
+
+def test_unknown_sglang_arguments_are_accepted(tmp_path):
+    case = write_case(tmp_path, TIMED_LINES[:1], {'outcome': 'crashed', 'signature': 'traceback'})
+    p = Proc(case, '--max-seconds', '0.2', '--tp-size', '8', '--trust-remote-code', '--mem-fraction-static', '0.85')
+    try:
+        assert p.wait(5) == 1
+    finally:
+        p.stop()
+
+
+def test_schedule_inherits_times_never_runs_backwards_and_scales():
+    segs = standin.split_segments(
+        b'no timestamp yet\n'
+        b'[2026-01-01 10:00:00 TP0] start\n'
+        b'progress 1\rprogress 2\r[2026-01-01 10:00:40] glued after progress\n'
+        b'[2026-01-01 09:59:00] out of order (earlier)\n'
+        b'[2026-01-01 10:01:20] end')
+    assert b''.join(segs).count(b'\r') == 2
+    offsets = standin.schedule(segs, 8)
+    # 80 s span -> 8 s: factor 0.1
+    assert offsets == [0.0, 0.0, 0.0, 0.0, 4.0, 4.0, 8.0]
+    assert standin.schedule(segs, 1000)[-1] == 80.0
+    assert standin.schedule([b'plain\n', b'text'], 8) == [0.0, 0.0]
+
+
+def test_missing_recording_is_reported_with_a_marked_line(tmp_path):
+    r = subprocess.run([sys.executable, str(STANDIN), '--recording', str(tmp_path / 'nope')],
+                       capture_output=True, timeout=10)
+    assert r.returncode == 2
+    assert r.stderr.startswith(b'[llmops-standin] cannot read recording')
