@@ -186,13 +186,13 @@ def _resolve_python(python):
     if os.sep in python:
         if os.path.isfile(python) and os.access(python, os.X_OK):
             return python
-        raise PatchError('The interpreter %s does not exist or is not executable. Set O(python) to the python of the environment '
+        raise PatchError('The interpreter %s does not exist or is not executable. Set the python option to the python of the environment '
                          'where SGLang is installed (for a venv: <venv>/bin/python).' % python, python=python)
     for directory in os.environ.get('PATH', os.defpath).split(os.pathsep):
         candidate = os.path.join(directory or '.', python)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
-    raise PatchError('The interpreter %r was not found in PATH (%s). Set O(python) to the absolute path of the python of the '
+    raise PatchError('The interpreter %r was not found in PATH (%s). Set the python option to the absolute path of the python of the '
                      'environment where SGLang is installed.' % (python, os.environ.get('PATH', '')), python=python)
 
 
@@ -205,8 +205,8 @@ def locate_package(python, run):
     rc, out, err = run(argv, None)
     if rc != 0:
         raise PatchError(
-            'Could not run the interpreter %s to locate SGLang (rc=%s): %s. Set O(python) to the python of the '
-            'environment where SGLang is installed (for a venv: <venv>/bin/python) or pass O(sglang_path).'
+            'Could not run the interpreter %s to locate SGLang (rc=%s): %s. Set the python option to the python of the '
+            'environment where SGLang is installed (for a venv: <venv>/bin/python) or pass the sglang_path option.'
             % (python, rc, (err or out or '').strip()[-500:]),
             rc=rc, stdout=out, stderr=err, cmd=argv[:2] + ['<locate snippet>'])
     try:
@@ -217,8 +217,8 @@ def locate_package(python, run):
     locations = info.get('locations') or []
     if not locations:
         raise PatchError(
-            'SGLang is not installed for the interpreter %s (%s, Python %s)%s. Point O(python) at the environment '
-            'that has SGLang (for a venv: <venv>/bin/python) or pass O(sglang_path).'
+            'SGLang is not installed for the interpreter %s (%s, Python %s)%s. Point the python option at the environment '
+            'that has SGLang (for a venv: <venv>/bin/python) or pass the sglang_path option.'
             % (python, info.get('executable'), info.get('python_version'),
                ': %s' % info['error'] if info.get('error') else ''),
             interpreter=info)
@@ -226,7 +226,7 @@ def locate_package(python, run):
         if os.path.isfile(os.path.join(location, 'srt', 'server_args.py')):
             return location, info
     raise PatchError('The sglang package found by %s at %s has no srt/server_args.py; it is not an SGLang runtime '
-                     'install (or it is a namespace package). Pass O(sglang_path) explicitly.'
+                     'install (or it is a namespace package). Pass the sglang_path option explicitly.'
                      % (python, ', '.join(locations)), interpreter=info)
 
 
@@ -407,15 +407,18 @@ class Replace(Edit):
                     continue
                 hits.append(i)
         if not hits or (len(hits) > 1 and not self.first):
+            line = lo + 1
             if not hits and self.next_text is not None:
                 # show what stands where the anchor says the site should be
-                found = ''.join(lines[i - 1] + lines[i] for i in range(max(lo, 1), hi) if _text(lines[i]) == self.next_text) or None
+                anchors = [i for i in range(max(lo, 1), hi) if _text(lines[i]) == self.next_text]
+                found = ''.join(lines[i - 1] + lines[i] for i in anchors) or None
+                line = anchors[0] if anchors else line
             elif hi - lo <= 40:
                 found = _excerpt(lines, lo, hi)
             else:
                 found = '%d matching lines in %s' % (len(hits), self.region.label)
             raise ShapeMismatch('expected exactly one line %s, found %d' % (self.describe(), len(hits)),
-                                expected=self.old, found=found, line=lo + 1)
+                                expected=self.old, found=found, line=line)
         return hits[0]
 
     def state(self, lines):
@@ -804,7 +807,7 @@ def plan_site(ws, site, state, version, glm5_only=True, explicit=False):
         if not _imports_name(ws.text(shape.path), name):
             raise PatchError(
                 'Unknown shape of site %s in %s (SGLang %s): shape %s needs %s imported in that file, and it is not. '
-                'Expected an import of %s; nothing was changed. Reinstall the released SGLang or restrict O(patches).'
+                'Expected an import of %s; nothing was changed. Reinstall the released SGLang or restrict the patches option.'
                 % (site, path, version, shape.name, name, name),
                 site=site, file=path, sglang_version=version, expected='import of %s' % name, found=None)
     distinct = set(states)
@@ -875,12 +878,12 @@ def _site_not_found(ws, site, version, misses):
         raise PatchError(
             'Unknown shape of site %s in %s (SGLang %s): %s. Expected the text of one of the known shapes [%s]; '
             'nearest is %s: expected %r, found %r. Nothing was changed. If this is a local edit, reinstall SGLang '
-            '(pip install --force-reinstall --no-deps sglang==%s); if it is a newer release, leave %s out of O(patches).'
+            '(pip install --force-reinstall --no-deps sglang==%s); if it is a newer release, leave %s out of the patches option.'
             % (site, path, version, miss.msg, known, shape.name, miss.expected, miss.found, version, site),
             site=site, file=path, sglang_version=version, expected=miss.expected, found=miss.found, line=miss.line)
     raise PatchError(
         'Site %s not found in SGLang %s at %s: none of its files (%s) exists or has a known shape [%s]. Nothing was changed. '
-        'Leave %s out of O(patches) if this release no longer has it.'
+        'Leave %s out of the patches option if this release no longer has it.'
         % (site, version, ws.package_dir, ', '.join(files), known, site),
         site=site, file=None, sglang_version=version, expected=known, found=None)
 
@@ -905,7 +908,7 @@ def plan(package_dir, state, version, sites=None, glm5_only=True):
         if refused:
             raise PatchError(
                 'Cannot enable SM120 at the requested site(s) of SGLang %s: %s. Nothing was changed. Leave these sites out of '
-                'O(patches) (or omit O(patches) to patch every site this release supports).'
+                'the patches option (or omit the patches option to patch every site this release supports).'
                 % (version, '; '.join('%s is %s: %s' % (r['name'], r['status'], r['reason']) for r in refused)),
                 sites=results, sglang_version=version)
     return ws, results
@@ -1041,7 +1044,7 @@ def run_patch(params, run, check_mode=False, want_diff=False, move=None, backup=
         package_dir = os.path.abspath(package_dir)
         if not os.path.isfile(os.path.join(package_dir, 'srt', 'server_args.py')):
             raise PatchError('%s is not an installed sglang package directory (no srt/server_args.py there). Pass the '
-                             'directory named "sglang" in site-packages, or O(python) instead.' % package_dir, sglang_path=package_dir)
+                             'directory named "sglang" in site-packages, or the python option instead.' % package_dir, sglang_path=package_dir)
     else:
         package_dir, _info = locate_package(_resolve_python(python), run)
     python = _resolve_python(python)
