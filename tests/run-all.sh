@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# The whole test suite of llmops.sglang, from a fresh clone on a fresh machine (root, Debian 12,
+# network access to PyPI and the Debian archive, no GPU). CI runs exactly this (.ci/run).
+#
+#   bash tests/run-all.sh
+#
+# It installs the system packages it needs, creates its venvs under ${LLMOPS_CI_DIR:-/var/tmp/llmops-ci}
+# (ansible-core 2.21 on Python 3.12 = main line; ansible-core 2.20 on Python 3.12 = paramiko line),
+# copies the checkout to $LLMOPS_CI_DIR/src/ansible_collections/llmops/sglang and runs, in order:
+#   ansible-test sanity (3.12, all tests; then compile/import on every other module Python found),
+#   ansible-test units, ansible-lint, antsibull-docs lint-collection-docs, molecule test --all
+#   (OpenSSH), molecule test -s default over paramiko (ansible-core 2.20), and LAST pytest over
+#   tests/unit tests/integration (tests/system too if present), so pytest's summary is the last line.
+# Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
+# On exit every test host, namespace, cgroup and process it started is removed (fleet.sh down --all).
+#
+# Environment: LLMOPS_CI_DIR (work dir), LLMOPS_FLEET_DIR (test-host state, default /var/tmp/llmops-fleet),
+# LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_ARGS (extra pytest arguments).
+# Do not run the demo (demo/run.sh) at the same time: both use the llmops-hub test network.
+
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CI_DIR=${LLMOPS_CI_DIR:-/var/tmp/llmops-ci}
+COLL_ROOT=$CI_DIR/src
+COLL=$COLL_ROOT/ansible_collections/llmops/sglang
+VENV=$CI_DIR/venv-2.21
+VENV20=$CI_DIR/venv-2.20
+export LLMOPS_FLEET_DIR=${LLMOPS_FLEET_DIR:-/var/tmp/llmops-fleet}
+export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1
+export ANSIBLE_LINT_SKIP_VERSION_CHECK=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
+T_START=$(date +%s.%N)
+
+declare -a STEP_NAMES=() STEP_RESULTS=() STEP_TIMES=()
+FAILED=0
+
+say() { printf '\n=== %s\n' "$*"; }
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+
+# run_step NAME CMD...: run in the collection copy, time it, record the result, never abort
+run_step() {
+    local name=$1 t0 rc
+    shift
+    if [[ " ${LLMOPS_CI_SKIP:-} " == *" $name "* ]]; then
+        STEP_NAMES+=("$name"); STEP_RESULTS+=(skipped); STEP_TIMES+=(0.0)
+        say "$name: skipped (LLMOPS_CI_SKIP)"
+        return 0
+    fi
+    say "$name: $*"
+    t0=$(date +%s.%N)
+    (cd "$COLL" && "$@")
+    rc=$?
+    STEP_NAMES+=("$name"); STEP_TIMES+=("$(elapsed "$t0")")
+    if ((rc == 0)); then
+        STEP_RESULTS+=(passed)
+    else
+        STEP_RESULTS+=("FAILED rc=$rc")
+        FAILED=1
+    fi
+    say "$name: ${STEP_RESULTS[-1]} in ${STEP_TIMES[-1]} s"
+    return 0
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    bash "$REPO/tests/infra/fleet.sh" down --all >/dev/null 2>&1 || true
+    local pids
+    pids=$(jobs -p)
+    [[ -n $pids ]] && kill $pids 2>/dev/null
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [[ $(id -u) -ne 0 ]]; then
+    echo "tests/run-all.sh boots systemd-nspawn test hosts and network namespaces: run it as root" >&2
+    exit 1
+fi
+
+# ------------------------------------------------------------------ setup (fatal on error)
+setup_fail() { echo "run-all: setup failed: $*" >&2; exit 1; }
+
+say "setup: system packages"
+t0=$(date +%s.%N)
+command -v git >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends git >/dev/null; } \
+    || setup_fail "cannot install git"
+bash "$REPO/tests/infra/fleet.sh" deps || setup_fail "apt-get install of the test-host tools failed"
+STEP_NAMES+=(setup-apt); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
+
+say "setup: venvs (ansible-core 2.21 and 2.20 on Python >= 3.12)"
+t0=$(date +%s.%N)
+mkdir -p "$CI_DIR"
+bash "$REPO/tests/infra/controller-venv.sh" "$VENV" "$REPO/tests/requirements-ci.txt" >/dev/null \
+    || setup_fail "creating $VENV from tests/requirements-ci.txt"
+bash "$REPO/tests/infra/controller-venv.sh" "$VENV20" "$REPO/tests/requirements-ci-2.20.txt" >/dev/null \
+    || setup_fail "creating $VENV20 from tests/requirements-ci-2.20.txt"
+"$VENV/bin/ansible" --version | head -n 1
+"$VENV20/bin/ansible" --version | head -n 1
+STEP_NAMES+=(setup-venvs); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
+
+say "setup: copy of the checkout at $COLL"
+t0=$(date +%s.%N)
+rm -rf "$COLL"
+mkdir -p "$COLL"
+(cd "$REPO" && git ls-files -z --cached --others --exclude-standard \
+    | while IFS= read -r -d '' f; do [[ -e $f || -L $f ]] && printf '%s\0' "$f"; done \
+    | tar --null -T - -cf -) | tar -C "$COLL" -xf - || setup_fail "copying the checkout to $COLL"
+# ansible-test lists a collection's files with git when it is a git work tree
+(cd "$COLL" && git init -q && git add -A) || setup_fail "git init in $COLL"
+echo "$(cd "$COLL" && git ls-files | wc -l) files"
+
+# ansible-test's pip bootstrap script, under the name the installed ansible-test asks for
+pip_pin=$(grep -oE "pip='[0-9.]+'" "$("$VENV/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py" | head -n 1 | cut -d"'" -f2)
+[[ -n $pip_pin ]] || setup_fail "cannot read the pip pin from ansible_test/_internal/python_requirements.py"
+mkdir -p "$HOME/.ansible/test/cache"
+cp "$REPO/tests/ci/get_pip_25_2.py" "$HOME/.ansible/test/cache/get_pip_${pip_pin//./_}.py"
+echo "pip bootstrap stand-in: ~/.ansible/test/cache/get_pip_${pip_pin//./_}.py (ansible-test pins pip $pip_pin)"
+STEP_NAMES+=(setup-copy); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
+
+# Real interpreters first on PATH (pyenv shims exit 127 and ansible-test drops PYENV_VERSION).
+PYPATH=
+if command -v pyenv >/dev/null 2>&1; then
+    for v in 3.9 3.10 3.11 3.12 3.13 3.14; do
+        d=$(ls -d "$(pyenv root)/versions/$v".* 2>/dev/null | sort -V | tail -n 1)
+        [[ -n $d && -x $d/bin/python$v ]] && PYPATH+="$d/bin:"
+    done
+fi
+export PATH="$VENV/bin:$PYPATH$PATH"
+export ANSIBLE_COLLECTIONS_PATH=$COLL_ROOT
+OTHER_PYTHONS=()
+for v in 3.9 3.10 3.11 3.13 3.14; do
+    command -v "python$v" >/dev/null 2>&1 && OTHER_PYTHONS+=("$v")
+done
+
+say "setup: test-host root file system"
+t0=$(date +%s.%N)
+bash "$COLL/tests/infra/fleet.sh" rootfs || setup_fail "building the test-host rootfs"
+STEP_NAMES+=(setup-rootfs); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
+
+# ------------------------------------------------------------------ steps
+sanity_other_pythons() {
+    local v rc=0
+    for v in "${OTHER_PYTHONS[@]}"; do
+        ansible-test sanity --venv --python "$v" --test compile --test import || rc=1
+    done
+    return $rc
+}
+
+molecule_all() {
+    timeout -k 30 1200 molecule test --all
+}
+
+molecule_paramiko() {
+    PATH="$VENV20/bin:$PATH" LLMOPS_FLEET_CONNECTION=paramiko timeout -k 30 600 "$VENV20/bin/molecule" test -s default
+}
+
+run_step sanity ansible-test sanity --venv --python 3.12
+if ((${#OTHER_PYTHONS[@]})); then
+    run_step "sanity-py${OTHER_PYTHONS[*]// /,py}" sanity_other_pythons
+fi
+run_step units ansible-test units --venv --python 3.12
+run_step ansible-lint ansible-lint
+run_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .
+run_step molecule molecule_all
+run_step molecule-paramiko molecule_paramiko
+bash "$REPO/tests/infra/fleet.sh" down --all >/dev/null 2>&1 || true
+
+# ------------------------------------------------------------------ report, then pytest last
+PYTEST_DIRS=(tests/unit tests/integration)
+[[ -d $COLL/tests/system ]] && PYTEST_DIRS+=(tests/system)
+say "summary (before the final pytest run)"
+printf '%-28s %-14s %8s\n' STEP RESULT SECONDS
+for i in "${!STEP_NAMES[@]}"; do
+    printf '%-28s %-14s %8s\n' "${STEP_NAMES[$i]}" "${STEP_RESULTS[$i]}" "${STEP_TIMES[$i]}"
+done
+printf '%-28s %-14s %8s\n' "total so far" "" "$(elapsed "$T_START")"
+((FAILED)) && echo "run-all: at least one step FAILED (see above); the final pytest run follows"
+
+say "pytest ${PYTEST_DIRS[*]} (PYTHONPATH=$COLL_ROOT)"
+t0=$(date +%s.%N)
+# shellcheck disable=SC2086
+(cd "$COLL" && PYTHONPATH=$COLL_ROOT timeout -k 30 1200 python -m pytest -p no:cacheprovider -q -rfE \
+    ${LLMOPS_PYTEST_ARGS:-} "${PYTEST_DIRS[@]}")
+rc=$?
+((rc != 0)) && FAILED=1
+exit "$FAILED"
