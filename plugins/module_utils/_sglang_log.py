@@ -1,0 +1,854 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Incremental classifier for SGLang server start-up logs.
+
+Private module_utils of llmops.sglang (runs on target hosts: Python 3.9+, standard library only).
+
+The classifier reads the log of ONE SGLang start line by line and decides:
+
+* the furthest start-up stage any rank reached (``STAGES``);
+* whether the start is proven to have failed, and the crash class (``SIGNATURES``), the first line
+  that proves it, and the traceback around it;
+* whether the ready line ``The server is fired up and ready to roll!`` was printed.
+
+The crash rule, in short (docs/log-classification.md has the long form):
+
+1. SGLang's own fatal phrases (``... hit an exception``, ``Received sigquit from a child process``,
+   ``Initialization failed.``, ``scheduler is dead`` ...) prove a crash at once.
+2. An exception line at column 0 whose text names a specific accelerator failure (CUDA/HIP out of
+   memory, NCCL error, no kernel image, driver mismatch, CUDA/HIP/NPU runtime error) proves a crash.
+3. A bare top-level ``Traceback (most recent call last):`` (or an excerpt that starts inside one)
+   is only a *candidate*: it becomes the crash when the log ends (``flush``) or the process exits
+   with nothing after it but blank/noise lines, or when a fatal phrase or exit evidence
+   (leaked-semaphore warning, ``Killed``) follows. Any later SGLang log line or stage line clears it,
+   so benign library tracebacks never count.
+4. Exit evidence with no traceback before it (resource_tracker leaked-semaphore warning, ``Killed``)
+   is ``silent_exit``; ``process_exited()`` with no evidence at all is ``process_exited``.
+
+The signature is then refined from the root cause shown by the crash traceback (its exception
+lines and message), e.g. ``torch.OutOfMemoryError`` turns ``traceback``/``sigquit_child`` into
+``cuda_oom``; launcher-level failures before any stage are ``import_error`` or ``arg_error``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import time
+
+STAGES = ("start", "init_distributed", "load_weights", "kv_cache", "cuda_graph",
+          "http_listening", "warmup", "ready")
+SIGNATURES = ("traceback", "sigquit_child", "cuda_oom", "cuda_error", "nccl_error", "import_error",
+              "arg_error", "driver_mismatch", "unsupported_arch", "device_error", "warmup_failed",
+              "silent_exit", "unit_failed", "process_exited")
+
+STATE_VERSION = 1
+
+_STAGE_INDEX = dict((name, index) for index, name in enumerate(STAGES))
+
+# Lines longer than this are kept as head + marker + tail (bounded memory for endless progress bars).
+_LINE_HEAD = 4096
+_LINE_TAIL = 28672
+_LINE_MARK = "\u2026[line truncated by llmops.sglang]\u2026"
+_LINE_MAX = _LINE_HEAD + len(_LINE_MARK) + _LINE_TAIL
+
+_CONTEXT_MAX = 40          # lines kept in error_context
+_CONTEXT_LINE_MAX = 1000   # characters kept per context line
+_RECENT_MAX = 5            # lines kept before an error for context
+_REFINE_MAX_LINES = 400    # lines after a crash in which the root cause may still be read
+_CANDIDATE_TRAILER_MAX = 20  # unrecognised lines after a finished top-level traceback before it is dropped
+
+# Classes that a later root cause may replace (they say "something failed" but not what).
+_GENERIC = ("traceback", "sigquit_child")
+# Specific root-cause classes, most specific first.
+_SPECIFIC_ORDER = ("driver_mismatch", "unsupported_arch", "cuda_oom", "nccl_error", "cuda_error", "device_error")
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]")
+
+# SGLang's own log prefix: "[2025-08-25 22:39:27] ", "[2025-08-25 22:39:27 TP3] ", "[... DP1 TP0 EP1] ",
+# 0.2.x "[gpu=0] ", and the tokenizer-manager style "[2025-08-25 22:39:27,123] ".
+_SGLANG_PREFIX_RE = re.compile(r"^\[(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*|gpu=\d+[^\]]*)\] ")
+
+_ARGS_RE = re.compile(r"server_args=|ServerArgs\(|port_args=PortArgs\(")
+
+_STAGE_PATTERNS = (
+    ("ready", re.compile(r"The server is fired up and ready to roll")),
+    ("warmup", re.compile(
+        r"\"(?:GET|POST) /(?:get_)?model_info\b|\"POST /(?:generate|encode|v1/embeddings|classify)\b"
+        r"|(?:Start|End) of (?:pd |prefill |decode )?(?:disaggregation )?(?:mode )?warmup"
+        r"|Initialization failed\. warmup error")),
+    ("http_listening", re.compile(r"Uvicorn running on")),
+    ("cuda_graph", re.compile(
+        r"(?i:\bcapture\b.{0,80}?\bgraphs?\b.{0,40}?\b(?:begin|end|bs|failed)\b|\bcapturing (?:batches|num tokens))")),
+    ("kv_cache", re.compile(
+        r"(?i:load weight end|KV Cache is allocated|Memory pool end|max_total_num_tokens="
+        r"|Running FlashInfer autotune|FlashInfer autotune completed)")),
+    ("load_weights", re.compile(
+        r"(?i:load weight begin|Loading (?:safetensors|pt|bin|gguf|npcache)[\w ]{0,20} checkpoint shards"
+        r"|Multi-thread loading shards)")),
+    ("init_distributed", re.compile(
+        r"(?i:init torch distributed (?:begin|ends?)|init parallel (?:begin|ends?)|init nccl begin"
+        r"|sglang is using nccl==|\[Gloo\] Rank \d+ is connected| NCCL INFO |Init process group)")),
+)
+
+# Decisive phrases: (regex, signature, heads_traceback, exit_evidence).
+_CRASH_PHRASES = (
+    (re.compile(r"\b\w+ hit an exception"), "traceback", True, False),
+    (re.compile(r"Received sigquit from a child proces"), "sigquit_child", False, False),
+    (re.compile(r"SIGQUIT received\b"), "sigquit_child", False, False),
+    (re.compile(r"Initialization failed\. warmup error"), "warmup_failed", True, False),
+    (re.compile(r"Initialization failed\."), "traceback", False, False),
+    (re.compile(r"scheduler died during initialization \(exit code: ?(-?\d+)"), "process_exited", False, True),
+    (re.compile(r"scheduler is dead\b"), "process_exited", False, True),
+    (re.compile(r"DataParallelController \d+ terminated with (-?\d+)"), "process_exited", False, True),
+    (re.compile(r"(?i:capture (?:cuda |npu |piecewise )?graph failed)"), "traceback", False, False),
+    (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"), "cuda_oom", False, False),
+    (re.compile(r"No supported CUDA architectures found for major versions"), "unsupported_arch", False, False),
+    (re.compile(r"FlashInfer allreduce fusion requires SM90"), "unsupported_arch", False, False),
+    (re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] Traceback \(most recent call last\)"), "traceback", True, False),
+    (re.compile(r"Exception in (?:ModelTpServer|ModelRpcServer|ControllerSingle|ControllerMulti|run_tp_server"
+                r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b"), "traceback", True, False),
+    (re.compile(r"^Fatal Python error: "), "traceback", False, False),
+    (re.compile(r"terminate called after throwing an instance of"), "traceback", False, False),
+    (re.compile(r": error: (?:argument |unrecognized arguments|the following arguments are required|ambiguous option)"),
+     "arg_error", False, True),
+    (re.compile(r"resource_tracker: There appear to be \d+ leaked"), "silent_exit", False, True),
+    (re.compile(r"^Killed\s*$"), "silent_exit", False, True),
+    (re.compile(r"^(?:Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception)"
+                r"(?: \(core dumped\))?\s*$"), "process_exited", False, True),
+)
+
+_CLASS_PATTERNS = (
+    ("driver_mismatch", re.compile(
+        r"Driver/library version mismatch|CUDA driver version is insufficient|driver on your system is too old"
+        r"|cudaErrorInsufficientDriver|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|forward compatibility was attempted"
+        r"|unsupported display driver / cuda driver combination|Found no NVIDIA driver|NVML library version mismatch"
+        r"|cudaErrorCompatNotSupportedOnDevice|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE")),
+    ("unsupported_arch", re.compile(
+        r"no kernel image is available|cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU"
+        r"|hipErrorNoBinaryForGpu|(?i:no binary for gpu)|invalid device function|hipErrorInvalidDeviceFunction"
+        r"|is not compatible with the current PyTorch installation|not supported (?:in|on) this (?:architecture|GPU|device)"
+        r"|(?i:unsupported (?:gpu |cuda )?arch)|No supported CUDA architectures found|requires SM ?\d+"
+        r"|sm_?\d+a? is not (?:supported|compatible)|fp8e4nv not supported")),
+    ("cuda_oom", re.compile(
+        r"(?i:out of memory)|OutOfMemoryError|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUBLAS_STATUS_ALLOC_FAILED"
+        r"|ACL_ERROR_RT_MEMORY_ALLOCATION|Not enough memory\. Please try to increase")),
+    ("nccl_error", re.compile(
+        r"NCCL error|nccl\w*Error\b|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError"
+        r"|ncclInvalidArgument|DistBackendError|ProcessGroupNCCL.{0,80}(?i:timed? ?out|watchdog)|HCCL error"
+        r"|Hccl\w* failed|RCCL error|connectFullMesh failed")),
+    ("cuda_error", re.compile(
+        r"CUDA error|cudaError\w+|CUDA_ERROR_\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|cuDNN error|Triton Error \[CUDA\]"
+        r"|AcceleratorError|CUDA driver error|device-side assert|illegal memory access|misaligned address")),
+    ("device_error", re.compile(
+        r"HIP error|hipError\w+|Triton Error \[HIP\]|ROCm error|NPU function error|NPU error|ACL error|aclnn\w* failed"
+        r"|PTA call acl api failed|\bE[A-Z]?\d{4}: |\bERR\d{5}\b|XPU error|MUSA error")),
+)
+
+_IMPORT_EXC_RE = re.compile(r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|undefined symbol|cannot open shared object file")
+_ARG_EXC_RE = re.compile(
+    r"^(?:[\w.]+\.)?(?:ValueError|TypeError|AssertionError|ArgumentError|ArgumentTypeError|KeyError|NotImplementedError"
+    r"|HFValidationError|RepositoryNotFoundError|GatedRepoError|OSError|FileNotFoundError|EnvironmentError)\b"
+    r"|is not a valid model identifier|Repository Not Found|does not appear to have a file named"
+    r"|unrecognized arguments|--[a-z][a-z0-9-]+")
+_ARG_FRAME_RE = re.compile(
+    r"server_args\.py|/arg_groups/|argparse\.py|model_config\.py|/configs/|hf_transformers_utils|configuration_utils\.py"
+    r"|huggingface_hub/|arg_utils\.py")
+
+# Traceback structure (tested on the last \r segment of a line, ANSI codes removed).
+_FRAME_RE = re.compile(r"^\s*File \"([^\"]*)\", line \d+(?:, in (.*?))?\s*$")
+_HEADER_RE = re.compile(r"Traceback \(most recent call last\):\s*$")
+_CHAIN_RE = re.compile(r"^(?:The above exception was the direct cause of the following exception:"
+                       r"|During handling of the above exception, another exception occurred:)\s*$")
+_CARET_RE = re.compile(r"^\s*[\^~]+\s*$")
+_EXC_RE = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Failed|Fault|Abort)(?::(?:\s.*)?)?\s*$"
+    r"|^(?:[A-Za-z_]\w*\.)+[A-Z]\w*: .*$|^(?:AssertionError|StopIteration|KeyboardInterrupt)\s*$")
+_NOISE_RE = re.compile(
+    r"^\s*$|^\s+warnings\.warn\(|^\S+\.py:\d+: \w*Warning: |resource_tracker|^Killed\s*$|^\s*(?:/\S+ )?Terminated\s*$"
+    r"|^\[W\d* |^\[rank\d+\]:\[W|^Exception ignored in|^sys:1: |^\s*$")
+_CALL_RE = re.compile(r"(\w+)\(")
+_GLUED_HEADER_RE = re.compile(r"(?:it/s|s/it|\])\]?Traceback \(most recent call last\):\s*$")
+_SOURCE_IMPORT_RE = re.compile(r"^\s*(?:from\s+\S+\s+import\b|import\s+\S)")
+
+_FRAME_SKIP_RE = re.compile(r"server_args\.py|launch_server\.py|/arg_groups/|/configs/")
+_FRAME_STAGE = (
+    ("warmup", re.compile(r"^(?:_wait_and_warmup|_execute_server_warmup)$"), None),
+    ("cuda_graph", re.compile(r"cuda_graph|^_?capture\w*$|^init_\w*graphs?$|graph_runner"),
+     re.compile(r"graph_runner|cuda_graph|npu_graph")),
+    ("kv_cache", re.compile(r"^(?:init_memory_pool|profile_max_num_token|init_attention_backend|_get_attention_backend\w*)$"),
+     re.compile(r"/mem_cache/")),
+    ("load_weights", re.compile(r"^(?:load_model|load_weights\w*|\w*weight_loader\w*|create_weights|load_weights_and_postprocess"
+                                r"|download_model|_load_\w*weights?\w*)$"), re.compile(r"/model_loader/")),
+    ("init_distributed", re.compile(r"^(?:init_torch_distributed|init_distributed_environment|initialize_model_parallel"
+                                    r"|init_model_parallel_group|init_process_group|ncclCommInitRank|init_parallel\w*)$"),
+     re.compile(r"pynccl|/device_communicators/|parallel_state\.py")),
+)
+
+# Cheap prefilter: a line that contains none of these can only be counted, never decides anything
+# (unless a candidate traceback or a crash refinement window is open, then every line is read).
+_INTEREST_SOURCE = (
+    r"fired up|GET /|POST /|armup|Uvicorn|Application startup|(?i:capture|load weight|Loading \w+ checkpoint"
+    r"|loading shards|KV Cache|Memory pool|autotune|init torch|init parallel|init nccl|Gloo|NCCL|Init process)"
+    r"|max_total_num_tokens|hit an exception|sigquit|SIGQUIT|Initialization failed|scheduler (?:died|is dead)"
+    r"|terminated with|Not enough memory|No supported CUDA|allreduce fusion requires|Exception in |Fatal Python"
+    r"|terminate called|: error: |resource_tracker|Traceback|^\s*File \"|(?:^|\r)(?:\x1b\[[0-9;]*m)*[A-Za-z_][\w.]*"
+    r"(?:Error|Exception|Exit|Interrupt|Failure|Failed|Fault|Abort)\b|^[a-z_][\w]*\.[\w.]*: "
+    r"|^(?:Killed|Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception)"
+)
+_POST_READY_RE = re.compile(r"hit an exception|Received sigquit|SIGQUIT received")
+
+
+def _cap_line(line):
+    """Bound one line: keep its first and last characters (same result for any chunking)."""
+    if len(line) > _LINE_MAX:
+        return line[:_LINE_HEAD] + _LINE_MARK + line[-_LINE_TAIL:]
+    return line
+
+
+def _clip(line):
+    if len(line) > _CONTEXT_LINE_MAX:
+        return line[:_CONTEXT_LINE_MAX // 2] + "\u2026" + line[-(_CONTEXT_LINE_MAX // 2):]
+    return line
+
+
+def _strip_ansi(text):
+    if "\x1b" in text:
+        return _ANSI_RE.sub("", text)
+    return text
+
+
+def _last_segment(text):
+    """What a terminal shows of a line with carriage returns: its last non-empty segment."""
+    if "\r" not in text:
+        return text
+    for part in reversed(text.split("\r")):
+        if part.strip():
+            return part
+    return ""
+
+
+def _specific_class(text):
+    for name, regex in _CLASS_PATTERNS:
+        if regex.search(text):
+            return name
+    return None
+
+
+def _better(current, new):
+    """Return the more specific of two specific classes (None allowed)."""
+    if current is None:
+        return new
+    if new is None:
+        return current
+    return new if _SPECIFIC_ORDER.index(new) < _SPECIFIC_ORDER.index(current) else current
+
+
+def _frame_stage(path, func, calls_only=False):
+    """Start-up stage shown by one SGLang frame (file path and function or called name), else None."""
+    if "sglang" not in path.lower() or _FRAME_SKIP_RE.search(path):
+        return None
+    for stage, func_re, path_re in _FRAME_STAGE:
+        if func and func_re.search(func):
+            return stage
+        if not calls_only and path_re is not None and path_re.search(path):
+            return stage
+    return None
+
+
+def _max_stage(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if _STAGE_INDEX[a] >= _STAGE_INDEX[b] else b
+
+
+def _new_tb(kind, line, lineno, before):
+    """State of a traceback being read.
+
+    kind is 'top' (``Traceback (most recent call last):`` at column 0), 'headless' (the text starts
+    inside a traceback) or 'crash' (the traceback read after a decisive line, for the root cause).
+    """
+    return {
+        "kind": kind,
+        "line": line,            # proving line: the header; for headless ones the exception line
+        "lineno": lineno,
+        "context": [_clip(x) for x in before],
+        "started": True,         # crash window only: False while waiting for the failing rank's traceback
+        "done": False,           # an exception line was seen
+        "after": 0,              # unrecognised lines after the exception line
+        "prev_frame": False,     # previous line was a File "..." frame, so this one is its source line
+        "last_func": None,
+        "last_path": "",
+        "import_chain": False,   # innermost frame is a module-level import statement
+        "exc": [],               # exception lines (first 5)
+        "specific": None,        # most specific accelerator class named by exception/message lines
+        "import_exc": False,
+        "arg_evidence": False,
+        "frame_stage": None,
+    }
+
+
+class LogClassifier:
+    """Incremental, line-by-line classifier of ONE SGLang run's startup log."""
+
+    def __init__(self, crash_patterns=(), ignore_patterns=(), state=None):
+        if state is not None and not crash_patterns and not ignore_patterns:
+            crash_patterns = state.get("crash_patterns") or ()
+            ignore_patterns = state.get("ignore_patterns") or ()
+        self._crash_sources = [str(p) for p in (crash_patterns or ())]
+        self._ignore_sources = [str(p) for p in (ignore_patterns or ())]
+        self._crash_res = [re.compile(p) for p in self._crash_sources]
+        self._ignore_res = [re.compile(p) for p in self._ignore_sources]
+        interest = _INTEREST_SOURCE
+        if self._crash_sources:
+            interest += "|" + "|".join("(?:%s)" % p for p in self._crash_sources)
+        self._interest = re.compile(interest, re.M)
+        self._reset()
+        if state is not None:
+            self._load_state(state)
+
+    # ------------------------------------------------------------------ state
+    _STATE_KEYS = (
+        "_status", "_line_stage", "_frame_stage_max", "_stages", "_signature", "_base_signature", "_error_line",
+        "_error_lineno", "_context", "_lineno", "_last_line", "_pending", "_recent", "_candidate", "_crash_tb",
+        "_refine_left", "_leaked", "_exit_code", "_exited", "_post_ready_crash", "_flushed",
+    )
+
+    def _reset(self):
+        self._status = "starting"
+        self._line_stage = "start"
+        self._frame_stage_max = None
+        self._stages = []
+        self._signature = None
+        self._base_signature = None
+        self._error_line = None
+        self._error_lineno = None
+        self._context = []
+        self._lineno = 0
+        self._last_line = None
+        self._pending = ""
+        self._recent = []
+        self._candidate = None
+        self._crash_tb = None
+        self._refine_left = 0
+        self._leaked = False
+        self._exit_code = None
+        self._exited = False
+        self._post_ready_crash = False
+        self._flushed = False
+
+    def to_state(self):
+        """JSON-serialisable dict (bounded size); ``LogClassifier(state=c.to_state())`` continues exactly."""
+        state = {"version": STATE_VERSION, "crash_patterns": list(self._crash_sources),
+                 "ignore_patterns": list(self._ignore_sources)}
+        for key in self._STATE_KEYS:
+            state[key[1:]] = _copy_json(getattr(self, key))
+        return state
+
+    def _load_state(self, state):
+        if state.get("version") != STATE_VERSION:
+            raise ValueError("unsupported LogClassifier state version %r (expected %d)" % (state.get("version"), STATE_VERSION))
+        for key in self._STATE_KEYS:
+            if key[1:] in state:
+                setattr(self, key, _copy_json(state[key[1:]]))
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def status(self):
+        """"starting", "ready" or "crashed"."""
+        return self._status
+
+    @property
+    def stage(self):
+        """The furthest stage reached (str)."""
+        return self._effective_stage()
+
+    def feed(self, text, now=None):
+        """Feed decoded text (may end mid-line; the partial line is kept until completed).
+
+        Returns the list of new events (dicts with "type" "stage", "ready", "crash" or "signature";
+        "signature" events report a crash class refined from the traceback read after the crash).
+        """
+        events = []
+        if now is None:
+            now = time.monotonic()
+        self._start(now)
+        if not text:
+            return events
+        last_nl = text.rfind("\n")
+        if last_nl < 0:
+            self._pending = _cap_line(self._pending + text)
+            return events
+        block = text[:last_nl + 1]
+        rest = text[last_nl + 1:]
+        if self._pending:
+            first_nl = block.find("\n")
+            first = _cap_line(self._pending + block[:first_nl])
+            self._pending = ""
+            self._line(first, events, now)
+            block = block[first_nl + 1:]
+        self._block(block, events, now)
+        self._pending = _cap_line(rest)
+        return events
+
+    def flush(self, now=None):
+        """End of input that will never be completed (process exited / static file).
+
+        The pending partial line counts as a complete line, and a top-level traceback that nothing
+        followed is decided to be the crash. Returns events.
+        """
+        events = []
+        if now is None:
+            now = time.monotonic()
+        self._start(now)
+        if self._pending:
+            line = self._pending
+            self._pending = ""
+            self._line(line, events, now)
+        self._flushed = True
+        self._refine_left = 0
+        if self._status == "starting" and self._candidate is not None:
+            self._adopt_candidate(None, None, None, events, heads_tb=False)
+        return events
+
+    def process_exited(self, exit_code=None, now=None):
+        """The server process (or unit) exited during start-up: decide the crash from the evidence.
+
+        Feed everything the log holds first. A pending traceback gives its class; with no evidence the
+        signature is "silent_exit" when the leaked-semaphore warning was seen, else "process_exited".
+        """
+        if now is None:
+            now = time.monotonic()
+        events = self.flush(now)
+        self._exited = True
+        if exit_code is not None:
+            self._exit_code = exit_code
+        if self._status == "starting":
+            self._crash("silent_exit" if self._leaked else "process_exited", None, None, events, heads_tb=False)
+        return events
+
+    def result(self):
+        """The verdict so far (see the module docstring and docs/log-classification.md)."""
+        return {
+            "status": self._status,
+            "stage": self._effective_stage(),
+            "stages": _copy_json(self._stages),
+            "signature": self._signature,
+            "error_line": self._error_line,
+            "error_lineno": self._error_lineno,
+            "error_context": list(self._context),
+            "lines_seen": self._lineno,
+            "last_line": self._last_line,
+            "exit_code": self._exit_code,
+            "post_ready_crash": self._post_ready_crash,
+        }
+
+    # ------------------------------------------------------------------ reading lines
+    def _start(self, now):
+        if not self._stages:
+            self._stages.append({"stage": "start", "time": now, "line": None, "lineno": None})
+
+    def _block(self, block, events, now):
+        """Process complete lines; lines the prefilter rejects are only counted."""
+        pos = 0
+        end = len(block)
+        interest = self._interest
+        while pos < end:
+            if self._status != "starting" and self._refine_left <= 0:
+                if self._status == "ready" and not self._post_ready_crash:
+                    match = _POST_READY_RE.search(block, pos)
+                    if match is not None:
+                        line_start = block.rfind("\n", 0, match.start()) + 1
+                        if line_start > pos:
+                            self._skip(block, pos, line_start)
+                            pos = line_start
+                        line_end = block.find("\n", pos)
+                        self._line(_cap_line(block[pos:line_end]), events, now)
+                        pos = line_end + 1
+                        continue
+                self._skip(block, pos, end)
+                return
+            if self._candidate is None and self._refine_left <= 0:
+                match = interest.search(block, pos)
+                if match is None:
+                    self._skip(block, pos, end)
+                    return
+                line_start = block.rfind("\n", 0, match.start()) + 1
+                if line_start > pos:
+                    self._skip(block, pos, line_start)
+                    pos = line_start
+            line_end = block.find("\n", pos)
+            self._line(_cap_line(block[pos:line_end]), events, now)
+            pos = line_end + 1
+
+    def _skip(self, block, start, end):
+        """Count the lines in block[start:end] (ends with a newline) and remember the last ones."""
+        self._lineno += block.count("\n", start, end)
+        tail = []
+        stop = end - 1
+        last_text = None
+        while stop >= start and (len(tail) < _RECENT_MAX or last_text is None):
+            begin = block.rfind("\n", start, stop) + 1
+            if begin < start:
+                begin = start
+            line = block[begin:stop]
+            if len(tail) < _RECENT_MAX:
+                tail.append(line)
+            if last_text is None and line.strip():
+                last_text = line
+            stop = begin - 1
+        tail.reverse()
+        self._recent = (self._recent + [_clip(_cap_line(x)) for x in tail])[-_RECENT_MAX:]
+        if last_text is not None:
+            self._last_line = _clip(_cap_line(last_text))
+
+    def _line(self, raw, events, now):
+        self._lineno += 1
+        self._line_body(raw, self._lineno, events, now)
+        self._recent.append(_clip(raw))
+        if len(self._recent) > _RECENT_MAX:
+            del self._recent[0]
+        if raw.strip():
+            self._last_line = _clip(raw)
+
+    def _line_body(self, raw, lineno, events, now):
+        clean = _strip_ansi(raw)
+        if self._ignore_res and any(r.search(clean) for r in self._ignore_res):
+            return
+        if self._status == "ready":
+            if not self._post_ready_crash and _POST_READY_RE.search(clean) and not _ARGS_RE.search(clean):
+                self._post_ready_crash = True
+            return
+        if _ARGS_RE.search(clean):
+            # The args dump holds user values and field names such as custom_sigquit_handler,
+            # crash_dump_folder, skip_server_warmup ...: never evidence. A new dump means a new run.
+            self._candidate = None
+            self._refine_left = 0
+            return
+        seg = _last_segment(clean)
+        if self._status == "crashed":
+            self._refine(raw, clean, seg, lineno, events, now)
+            return
+
+        tb = self._candidate
+        kind = self._structure(tb, seg)
+        if tb is not None and kind in ("frame", "source", "caret", "chain"):
+            self._tb_line(tb, raw, seg, lineno)
+            return
+        phrase = self._crash_phrase(clean, seg)
+        stage = self._stage_of(clean)
+        if phrase is not None:
+            signature, heads_tb, exit_evidence = phrase
+            if stage is not None and stage != "ready":
+                self._set_stage(stage, raw, lineno, events, now)
+            if exit_evidence and signature == "silent_exit":
+                self._leaked = True
+            if tb is not None and tb["line"] is not None:
+                base = None if (exit_evidence or signature in _GENERIC) else signature
+                self._adopt_candidate(base, raw, lineno, events, heads_tb=heads_tb)
+                return
+            if tb is not None:
+                self._fold_frames(tb)
+                self._candidate = None
+            specific = _specific_class(clean)
+            if signature in _GENERIC and specific is not None:
+                signature = specific
+            self._crash(signature, raw, lineno, events, heads_tb=heads_tb)
+            return
+        if stage == "ready":
+            self._set_stage("ready", raw, lineno, events, now)
+            self._status = "ready"
+            self._candidate = None
+            events.append({"type": "ready", "line": _clip(raw), "lineno": lineno, "time": now})
+            return
+        if stage is not None:
+            self._set_stage(stage, raw, lineno, events, now)
+        prefixed = _SGLANG_PREFIX_RE.match(seg) is not None
+
+        if tb is not None:
+            if kind == "header":
+                if tb["done"] and tb["after"] > 0:
+                    self._candidate = _new_tb("top", raw, lineno, self._recent)
+                    self._candidate["context"].append(_clip(raw))
+                else:
+                    self._tb_line(tb, raw, seg, lineno)
+                return
+            if kind == "exc":
+                self._tb_line(tb, raw, seg, lineno)
+                if tb["specific"] is not None:
+                    self._adopt_candidate(None, None, None, events, heads_tb=False)
+                return
+            if prefixed or stage is not None:
+                self._candidate = None   # SGLang went on logging: that traceback was not fatal
+                return
+            if tb["done"]:
+                if _NOISE_RE.search(seg):
+                    if len(tb["context"]) < _CONTEXT_MAX:
+                        tb["context"].append(_clip(raw))
+                    return
+                tb["after"] += 1
+                if tb["after"] > _CANDIDATE_TRAILER_MAX:
+                    self._candidate = None
+                    return
+            self._tb_line(tb, raw, seg, lineno)
+            if tb["specific"] is not None and tb["done"]:
+                self._adopt_candidate(None, None, None, events, heads_tb=False)
+            return
+
+        if kind == "header":
+            self._candidate = _new_tb("top", raw, lineno, self._recent)
+            self._candidate["context"].append(_clip(raw))
+        elif kind == "frame":
+            self._candidate = _new_tb("headless", None, None, self._recent)
+            self._tb_line(self._candidate, raw, seg, lineno)
+        elif kind == "exc" and _specific_class(seg) is not None:
+            # a lone exception line (excerpt without frames) that names a specific accelerator failure
+            self._candidate = _new_tb("headless", None, None, self._recent)
+            self._tb_line(self._candidate, raw, seg, lineno)
+            self._adopt_candidate(None, None, None, events, heads_tb=False)
+
+    def _crash_phrase(self, clean, seg):
+        """(signature, heads_traceback, exit_evidence) of a decisive line, else None."""
+        for regex, signature, heads_tb, exit_evidence in _CRASH_PHRASES:
+            match = regex.search(seg)
+            if match is None and seg is not clean:
+                match = regex.search(clean)
+            if match is not None:
+                if signature == "process_exited" and match.groups() and match.group(1) is not None:
+                    if match.group(1).lstrip("-").isdigit() and int(match.group(1)) in (-9, 137):
+                        signature = "silent_exit"
+                return signature, heads_tb, exit_evidence
+        if self._crash_res and any(r.search(clean) for r in self._crash_res):
+            return _specific_class(clean) or "traceback", False, False
+        return None
+
+    @staticmethod
+    def _stage_of(clean):
+        for stage, regex in _STAGE_PATTERNS:
+            if regex.search(clean):
+                return stage
+        return None
+
+    @staticmethod
+    def _structure(tb, seg):
+        """Traceback role of a line: frame, source, caret, chain, header, exc or None."""
+        if _FRAME_RE.match(seg):
+            return "frame"
+        if tb is not None:
+            if tb["prev_frame"] and not _EXC_RE.match(seg):
+                return "source"
+            if _CARET_RE.match(seg):
+                return "caret"
+            if _CHAIN_RE.match(seg):
+                return "chain"
+        if _HEADER_RE.search(seg):
+            stripped = seg.lstrip()
+            if stripped.startswith("Traceback") or _GLUED_HEADER_RE.search(seg):
+                return "header"
+            return None
+        if _EXC_RE.match(seg):
+            return "exc"
+        return None
+
+    def _tb_line(self, tb, raw, seg, lineno):
+        """Record one line that belongs to traceback ``tb``."""
+        if len(tb["context"]) < _CONTEXT_MAX:
+            tb["context"].append(_clip(raw))
+        frame = _FRAME_RE.match(seg)
+        if frame:
+            tb["prev_frame"] = True
+            path, func = frame.group(1), frame.group(2) or ""
+            tb["last_func"] = func
+            tb["last_path"] = path
+            tb["import_chain"] = False
+            if _ARG_FRAME_RE.search(path):
+                tb["arg_evidence"] = True
+            stage = _frame_stage(path, func)
+            if stage is not None:
+                tb["frame_stage"] = _max_stage(tb["frame_stage"], stage)
+            return
+        was_frame = tb["prev_frame"]
+        tb["prev_frame"] = False
+        if was_frame and not _EXC_RE.match(seg):
+            tb["import_chain"] = tb["last_func"] == "<module>" and _SOURCE_IMPORT_RE.match(seg) is not None
+            # the call a frame was making also shows how far start-up got (excerpts cut mid-traceback)
+            for called in _CALL_RE.findall(seg):
+                stage = _frame_stage(tb["last_path"], called, calls_only=True)
+                if stage is not None:
+                    tb["frame_stage"] = _max_stage(tb["frame_stage"], stage)
+            return
+        if _CARET_RE.match(seg):
+            return
+        if _CHAIN_RE.match(seg) or (_HEADER_RE.search(seg) and seg.lstrip().startswith("Traceback")):
+            tb["done"] = False
+            tb["after"] = 0
+            return
+        if _EXC_RE.match(seg):
+            if tb["line"] is None:
+                tb["line"] = raw
+                tb["lineno"] = lineno
+            tb["done"] = True
+            tb["after"] = 0
+            if len(tb["exc"]) < 5:
+                tb["exc"].append(_clip(seg))
+            if _IMPORT_EXC_RE.search(seg):
+                tb["import_exc"] = True
+            if _ARG_EXC_RE.search(seg):
+                tb["arg_evidence"] = True
+        tb["specific"] = _better(tb["specific"], _specific_class(seg))
+
+    # ------------------------------------------------------------------ decisions
+    def _effective_stage(self):
+        if self._status == "ready":
+            return "ready"
+        if self._line_stage != "start" or self._frame_stage_max is None:
+            return self._line_stage
+        return self._frame_stage_max
+
+    def _set_stage(self, stage, line, lineno, events, now):
+        if _STAGE_INDEX[stage] <= _STAGE_INDEX[self._line_stage]:
+            return
+        before = self._effective_stage()
+        self._line_stage = stage
+        self._stage_event(before, line, lineno, events, now)
+
+    def _fold_frames(self, tb):
+        """Stage from the frames of a crash traceback (used only when no progress line was seen)."""
+        if tb is not None and tb["frame_stage"]:
+            before = self._effective_stage()
+            self._frame_stage_max = _max_stage(self._frame_stage_max, tb["frame_stage"])
+            return before
+        return None
+
+    def _stage_event(self, before, line, lineno, events, now):
+        after = self._effective_stage()
+        if before is None or after == before:
+            return
+        if any(s["stage"] == after for s in self._stages):
+            return
+        entry = {"stage": after, "time": now, "line": None if line is None else _clip(line), "lineno": lineno}
+        self._stages.append(entry)
+        events.append({"type": "stage", "stage": after, "line": entry["line"], "lineno": lineno, "time": now})
+
+    def _adopt_candidate(self, base, raw, lineno, events, heads_tb):
+        """The candidate traceback is part of the crash: its proving line is the error line."""
+        tb = self._candidate
+        self._candidate = None
+        now = self._stages[-1]["time"] if self._stages else 0.0
+        before = self._fold_frames(tb)
+        self._stage_event(before, tb["line"], tb["lineno"], events, now)
+        self._status = "crashed"
+        self._error_line = tb["line"]
+        self._error_lineno = tb["lineno"]
+        self._context = list(tb["context"])
+        if raw is not None:
+            self._add_context(raw)
+        self._signature = self._decide(base or "traceback", tb)
+        self._base_signature = self._signature
+        events.append({"type": "crash", "signature": self._signature, "line": _clip(tb["line"]), "lineno": tb["lineno"]})
+        if self._flushed:
+            self._refine_left = 0
+        elif raw is not None and heads_tb:
+            self._crash_tb = _new_tb("crash", raw, lineno, ())
+            self._refine_left = _REFINE_MAX_LINES
+        else:
+            self._crash_tb = tb
+            tb["started"] = True
+            self._refine_left = _REFINE_MAX_LINES
+
+    def _decide(self, base, tb):
+        """Signature from the base class and the root cause that traceback ``tb`` shows."""
+        if tb is None or base not in _GENERIC:
+            return base
+        if tb["specific"] is not None:
+            return tb["specific"]
+        if self._effective_stage() != "start":
+            return base
+        if tb["import_exc"] or (not tb["exc"] and tb["import_chain"]):
+            return "import_error"
+        if tb["arg_evidence"]:
+            return "arg_error"
+        return base
+
+    def _add_context(self, line):
+        if len(self._context) < _CONTEXT_MAX:
+            self._context.append(_clip(line))
+
+    def _crash(self, signature, raw, lineno, events, heads_tb):
+        self._status = "crashed"
+        self._base_signature = signature
+        self._signature = signature
+        self._error_line = raw
+        self._error_lineno = lineno
+        self._context = list(self._recent)
+        if raw is not None:
+            self._add_context(raw)
+        events.append({"type": "crash", "signature": signature, "line": None if raw is None else _clip(raw),
+                       "lineno": lineno})
+        if raw is not None and not self._flushed:
+            self._crash_tb = _new_tb("crash", raw, lineno, ())
+            self._crash_tb["started"] = heads_tb
+            self._refine_left = _REFINE_MAX_LINES
+        else:
+            self._refine_left = 0
+
+    def _refine(self, raw, clean, seg, lineno, events, now):
+        """After the crash: read the traceback that belongs to it for the root cause (bounded window)."""
+        if self._refine_left <= 0 or self._crash_tb is None:
+            self._refine_left = 0
+            return
+        self._refine_left -= 1
+        tb = self._crash_tb
+        kind = self._structure(tb, seg)
+        prefixed = _SGLANG_PREFIX_RE.match(seg) is not None
+        if not tb["started"]:
+            # e.g. "Received sigquit" was logged first: wait for the failing rank's traceback
+            phrase = self._crash_phrase(clean, seg) if kind is None else None
+            if kind in ("header", "frame") or (phrase is not None and phrase[1]):
+                tb["started"] = True
+                self._add_context(raw)
+                if kind == "frame":
+                    self._tb_line(tb, raw, seg, lineno)
+                return
+            stage = self._stage_of(clean)
+            if stage is not None and stage != "ready":
+                self._set_stage(stage, raw, lineno, events, now)
+            return
+        if kind is None and prefixed:
+            if tb["done"]:
+                self._refine_left = 0
+            return   # another rank's line in the middle of the traceback
+        self._add_context(raw)
+        self._tb_line(tb, raw, seg, lineno)
+        if tb["done"] and kind is None:
+            tb["specific"] = _better(tb["specific"], _specific_class(clean))
+        before = self._fold_frames(tb)
+        self._stage_event(before, raw, lineno, events, now)
+        new_sig = self._decide(self._base_signature, tb)
+        if new_sig != self._signature:
+            self._signature = new_sig
+            events.append({"type": "signature", "signature": new_sig, "line": _clip(raw), "lineno": lineno})
+
+
+def _copy_json(value):
+    if isinstance(value, dict):
+        return dict((k, _copy_json(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def classify_text(text, crash_patterns=(), ignore_patterns=(), exited=None):
+    """Feed a whole text, flush, and if ``exited`` is not None call ``process_exited(exited)``.
+    Returns ``result()``."""
+    classifier = LogClassifier(crash_patterns=crash_patterns, ignore_patterns=ignore_patterns)
+    classifier.feed(text, now=0.0)
+    classifier.flush(now=0.0)
+    if exited is not None:
+        classifier.process_exited(exited, now=0.0)
+    return classifier.result()
