@@ -19,9 +19,9 @@ description:
     the process O(pid) and the HTTP endpoints under O(url) at the same time.
   - A crash is reported with its class (RV(signature)), the first line that proves it (RV(error_line)), the
     traceback (RV(error_context)) and a hint what to try.
-  - The action plugin of the same name drives the module in short rounds, so C(ansible-playbook) prints one line per
+  - 'The action plugin of the same name drives the module in short rounds, so C(ansible-playbook) prints one line per
     stage change and host while the wait runs (C(node1: load_weights 57% (43.0s))), new log lines at C(-v) and the raw
-    probe results at C(-vvv).
+    probe results at C(-vvv).'
 options:
   log_path:
     description:
