@@ -20,7 +20,7 @@ description:
   - A crash is reported with its class (RV(signature)), the first line that proves it (RV(error_line)), the
     traceback (RV(error_context)) and a hint what to try.
   - 'The action plugin of the same name drives the module in short rounds, so C(ansible-playbook) prints one line per
-    stage change and host while the wait runs (C(node1: load_weights 57% (43.0s))), new log lines at C(-v) and the raw
+    stage change and host while the wait runs (for example C(node1: load_weights 57%) and the elapsed seconds), new log lines at C(-v) and the raw
     probe results at C(-vvv).'
 options:
   log_path:
@@ -65,7 +65,7 @@ options:
     type: str
   api_key:
     description:
-      - The server's C(--api-key), sent as C(Authorization: Bearer) to every endpoint except C(/health*).
+      - The server's C(--api-key), sent as an C(Authorization) bearer token to every endpoint except C(/health*).
     type: str
   validate_certs:
     description:

@@ -1,0 +1,197 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Tests of the wait_for_sglang action plugin. `_execute_module` is replaced by the real module run as a process on
+this machine (what the local connection does), so the plugin's loop, progress output, connection retry, check mode
+and final result are exercised against real rounds over real corpus logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from unittest.mock import MagicMock
+
+import pytest
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
+from ansible.playbook.play_context import PlayContext
+
+from ansible_collections.llmops.sglang.plugins.action import wait_for_sglang as action_mod
+from ansible_collections.llmops.sglang.plugins.action.wait_for_sglang import ActionModule, progress_line
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import STAGES
+
+CORPUS = Path(__file__).resolve().parents[3] / "fixtures" / "sglang-logs"
+MODULE = "ansible_collections.llmops.sglang.plugins.modules.wait_for_sglang"
+
+
+class RealModule:
+    """_execute_module stand-in: runs the real module process with the args the plugin built."""
+
+    def __init__(self, tmp_path, fail_first=0):
+        self.tmp_path = tmp_path
+        self.calls = []
+        self.fail_first = fail_first
+
+    def __call__(self, module_name=None, module_args=None, task_vars=None, **kwargs):
+        assert module_name == "llmops.sglang.wait_for_sglang"
+        self.calls.append(json.loads(json.dumps(module_args)))
+        if self.fail_first:
+            self.fail_first -= 1
+            raise AnsibleConnectionFailure("ssh: connect to host node1 port 22: Connection reset by peer")
+        argfile = self.tmp_path / ("args-%d.json" % time.monotonic_ns())
+        args = dict(module_args)
+        if self.check_mode:
+            args["_ansible_check_mode"] = True
+        argfile.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        out = subprocess.run([sys.executable, "-m", MODULE, str(argfile)], capture_output=True, text=True, env=env,
+                             timeout=120, check=False)
+        return json.loads(out.stdout)
+
+    check_mode = False
+
+
+def make_action(args, check_mode=False):
+    task = MagicMock()
+    task.args = args
+    task.check_mode = check_mode
+    task.async_val = 0
+    task.action = "llmops.sglang.wait_for_sglang"
+    task.diff = False
+    connection = MagicMock()
+    connection._shell.tmpdir = None
+    plugin = ActionModule(task, connection, PlayContext(), loader=None, templar=None, shared_loader_obj=None)
+    return plugin, connection
+
+
+@pytest.fixture()
+def display(monkeypatch):
+    disp = MagicMock()
+    disp.verbosity = 0
+    monkeypatch.setattr(action_mod, "display", disp)
+    return disp
+
+
+def replay(log, case, delay=0.01, start_after=0.3, chunk=2048):
+    data = (CORPUS / case / "server.log").read_bytes()
+
+    def run():
+        time.sleep(start_after)
+        with open(log, "ab") as f:
+            for i in range(0, len(data), chunk):
+                f.write(data[i:i + chunk])
+                f.flush()
+                time.sleep(delay)
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+def test_ready_prints_one_line_per_stage_and_succeeds(tmp_path, display):
+    log = tmp_path / "server.log"
+    th = replay(log, "gb10-dflash-spec-decoding-ready", delay=0.05, chunk=1024)
+    plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 20})
+    runner = RealModule(tmp_path)
+    plugin._execute_module = runner
+    res = plugin.run(task_vars={"inventory_hostname": "node1"})
+    th.join()
+    assert res["failed"] is False and res["status"] == "ready" and res["changed"] is False
+    lines = [c.args[0] for c in display.display.call_args_list]
+    assert lines[-1].startswith("node1: ready (")
+    stages = [ln.split(": ", 1)[1].split(" ")[0] for ln in lines]
+    # one line per stage change, in stage order (a progress bucket of a stage may add a line for the same stage, never
+    # the same text twice)
+    order = [STAGES.index(s) for s in stages]
+    assert order == sorted(order) and len(set(stages)) >= 3
+    assert len(lines) == len(set(ln.split(" (")[0] for ln in lines))
+    assert all(k not in res for k in ("_state", "new_lines", "probes"))
+    assert len(runner.calls) >= 2 and all(c["_host"] == "node1" for c in runner.calls)
+    assert runner.calls[0]["_state"] == {} and runner.calls[1]["_state"]["v"] == 1
+
+
+def test_crash_fails_the_task_with_the_message(tmp_path, display):
+    case = "rtx3090-oom-attention-workspace-at-graph-stage"
+    exp = json.loads((CORPUS / case / "expected.json").read_text())
+    log = tmp_path / "server.log"
+    th = replay(log, case)
+    plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60})
+    plugin._execute_module = RealModule(tmp_path)
+    res = plugin.run(task_vars={"inventory_hostname": "node1"})
+    th.join()
+    assert res["failed"] is True and res["status"] == "crashed" and res["signature"] == exp["signature"]
+    assert res["msg"].startswith("SGLang on node1 crashed after ")
+    assert display.display.call_args_list[-1].args[0].startswith("node1: crashed at %s: %s (" % (exp["stage"], exp["signature"]))
+
+
+def test_new_log_lines_at_v_and_probes_at_vvv(tmp_path, display):
+    display.verbosity = 3
+    log = tmp_path / "server.log"
+    log.write_bytes((CORPUS / "warmup-502-initialization-failed-killed" / "server.log").read_bytes())
+    plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 30, "url": "http://127.0.0.1:9"})
+    plugin._execute_module = RealModule(tmp_path)
+    res = plugin.run(task_vars={"inventory_hostname": "node2"})
+    assert res["status"] == "crashed"
+    shown = [c.args[0] for c in display.v.call_args_list]
+    assert any("Uvicorn running on" in s for s in shown)
+    assert all(c.kwargs.get("host") == "node2" for c in display.v.call_args_list)
+    assert any(c.args[0].startswith("probe ") for c in display.vvv.call_args_list)
+
+
+def test_check_mode_is_one_round_and_never_fails(tmp_path, display):
+    log = tmp_path / "server.log"
+    log.write_bytes((CORPUS / "tp2-stuck-in-cuda-graph-capture" / "server.log").read_bytes())
+    plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 600}, check_mode=True)
+    runner = RealModule(tmp_path)
+    runner.check_mode = True
+    plugin._execute_module = runner
+    t0 = time.monotonic()
+    res = plugin.run(task_vars={"inventory_hostname": "node1"})
+    assert time.monotonic() - t0 < 10
+    assert len(runner.calls) == 1 and runner.calls[0]["_round_seconds"] == 0.0
+    assert res["failed"] is False and res["status"] == "starting" and res["stage"] == "cuda_graph"
+
+
+def test_connection_failure_resets_and_retries_once(tmp_path, display):
+    log = tmp_path / "server.log"
+    log.write_bytes((CORPUS / "warmup-502-initialization-failed-killed" / "server.log").read_bytes())
+    plugin, connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 30})
+    runner = RealModule(tmp_path, fail_first=1)
+    plugin._execute_module = runner
+    res = plugin.run(task_vars={"inventory_hostname": "node1"})
+    assert connection.reset.call_count == 1 and res["status"] == "crashed"
+    assert display.warning.call_count == 1 and "retrying once" in display.warning.call_args.args[0]
+
+    plugin, connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 30})
+    plugin._execute_module = RealModule(tmp_path, fail_first=2)
+    with pytest.raises(AnsibleConnectionFailure):
+        plugin.run(task_vars={"inventory_hostname": "node1"})
+
+
+def test_module_argument_error_is_returned_not_looped(tmp_path, display):
+    plugin, _ = make_action({"log_path": str(tmp_path / "x.log"), "crash_patterns": ["(bad"]})
+    runner = RealModule(tmp_path)
+    plugin._execute_module = runner
+    res = plugin.run(task_vars={"inventory_hostname": "node1"})
+    assert res["failed"] is True and "not a valid Python regular expression" in res["msg"] and len(runner.calls) == 1
+
+
+def test_private_options_are_rejected_from_users(tmp_path, display):
+    plugin, _ = make_action({"log_path": "/x.log", "_state": {"v": 1}})
+    runner = RealModule(tmp_path)
+    plugin._execute_module = runner
+    with pytest.raises(AnsibleActionFail, match="Unsupported parameters .*_state"):
+        plugin.run(task_vars={"inventory_hostname": "node1"})
+    assert runner.calls == []
+
+
+def test_progress_line_format():
+    assert progress_line("node1", {"stage": "load_weights", "progress": 57, "elapsed": 43.04, "status": "starting"}) == \
+        "node1: load_weights 57% (43.0s)"
+    assert progress_line("node1", {"stage": "cuda_graph", "signature": "cuda_oom", "elapsed": 83.2, "status": "crashed"}) == \
+        "node1: crashed at cuda_graph: cuda_oom (83.2s)"
+    assert progress_line("n", {"stage": "init_distributed", "elapsed": 900, "status": "stalled"}) == "n: stalled at init_distributed (900.0s)"
