@@ -623,14 +623,17 @@ def plan_fix_packages(packages, module_version, available=None):
         if available is not None:
             target = _pick_available(pkg, module_version, available.get(pkg['name']))
             if target is None:
-                skipped.append({'name': pkg['name'], 'reason': 'no version %s of %s is available from the configured repositories' % (module_version, pkg['name'])})
+                skipped.append({'name': pkg['name'],
+                                'reason': 'no version %s of %s is available from the configured repositories' % (module_version, pkg['name'])})
                 continue
         else:
             if branch and branch.group('branch') != module_version.split('.', 1)[0]:
-                skipped.append({'name': pkg['name'], 'reason': 'the package name carries branch %s, the module is %s' % (branch.group('branch'), module_version)})
+                skipped.append({'name': pkg['name'],
+                                'reason': 'the package name carries branch %s, the module is %s' % (branch.group('branch'), module_version)})
                 continue
             if not _revision_is_fixed(pkg['revision'], pkg['manager']):
-                skipped.append({'name': pkg['name'], 'reason': 'revision %s carries a per-upload counter; the %s revision cannot be derived' % (pkg['revision'], module_version)})
+                skipped.append({'name': pkg['name'],
+                                'reason': 'revision %s carries a per-upload counter; the %s revision cannot be derived' % (pkg['revision'], module_version)})
                 continue
             target = '%s-%s' % (module_version, pkg['revision'])
             if pkg.get('epoch') and pkg['manager'] == 'dpkg':
@@ -734,7 +737,8 @@ def evaluate(evidence):
         findings.append({'kind': 'nvidia-smi-vs-nvml', 'message': 'the nvidia-smi binary and libnvidia-ml disagree (an nvidia-smi from another driver, '
                          'or an interposed libnvidia-ml); this is not kernel/user-space drift'})
     if smi['no_driver'] or query['no_driver']:
-        findings.append({'kind': 'no-driver', 'message': 'nvidia-smi could not talk to the NVIDIA kernel driver (module not loaded or no /dev/nvidia* in this namespace)'})
+        findings.append({'kind': 'no-driver',
+                         'message': 'nvidia-smi could not talk to the NVIDIA kernel driver (module not loaded or no /dev/nvidia* in this namespace)'})
     for source in (smi, query):
         if source['nvml_error']:
             findings.append({'kind': 'nvml-error', 'message': 'NVML failed: %s' % source['nvml_error']})
@@ -1184,7 +1188,8 @@ def describe(facts, action):
                 parts.append('the fix installs %s and holds them (run with fix=true)' % ' '.join(facts['fix_packages']))
             else:
                 parts.append('install user-space packages of version %s (no exact pin could be derived: %s)'
-                             % (module or 'matching the host module', '; '.join(item['reason'] for item in facts.get('fix_skipped', [])) or 'no package listing'))
+                             % (module or 'matching the host module',
+                                '; '.join(item['reason'] for item in facts.get('fix_skipped', [])) or 'no package listing'))
         elif action == 'reboot':
             parts.append('on this bare host the installed driver (%s) is newer than the loaded module; reboot, or reload the module when nothing '
                          'uses the GPU (%s)' % (', '.join(facts['userspace_versions']), MODULE_RELOAD_HINT))

@@ -22,6 +22,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_drive
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures')
 CORPUS = os.path.join(FIXTURES, 'nvidia')
 LIVE = os.path.join(FIXTURES, 'nvidia_live')
+FORMATS = os.path.join(FIXTURES, 'nvidia_formats')
 
 # corpus file -> evidence key of evaluate()
 FILES = {
@@ -224,12 +225,7 @@ JOURNAL_NEW_WORDING = """Apr 19 12:34:42 Kyrios kernel: NVRM: API mismatch: the 
 """
 
 # format per https://github.com/NVIDIA/open-gpu-kernel-modules/issues/626 (journal, open banner, old wording)
-JOURNAL_OPEN_BANNER = """4月 19 22:36:49 Reverier-Arch kernel: NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  550.67  Release Build  (archlinux-builder@)
-4月 20 19:55:29 Reverier-Arch kernel: NVRM: API mismatch: the client has the version 550.76, but
-                                       NVRM: this kernel module has the version 550.67.  Please
-                                       NVRM: make sure that this kernel module and all NVIDIA driver
-                                       NVRM: components have the same version.
-"""
+JOURNAL_OPEN_BANNER = _read(os.path.join(FORMATS, 'journal-open-banner-550.txt'))
 
 # format per https://github.com/void-linux/void-packages/issues/4473
 MODESET_MISMATCH = 'nvidia-modeset: Version mismatch: nvidia.ko(410.73) nvidia-modeset.ko(390.87)\n'
@@ -426,17 +422,11 @@ def test_dpkg_machine_format_from_real_dpkg_query():
 
 def test_ubuntu_server_packages_kernel_side_and_upload_counter():
     # format per https://github.com/NVIDIA/gpu-driver-container/pull/186 (complete rows only)
-    text = """ii  libnvidia-cfg1-550-server:amd64                  550.127.08-0ubuntu0.24.04.1       amd64        NVIDIA binary OpenGL/GLX configuration library
-ii  libnvidia-compute-550-server:amd64               550.127.08-0ubuntu0.24.04.1       amd64        NVIDIA libcompute package
-ii  linux-modules-nvidia-550-server-6.8.0-51-generic 6.8.0-51.52+1                     amd64        Linux kernel nvidia modules for version 6.8.0-51
-ii  linux-objects-nvidia-550-server-6.8.0-51-generic 6.8.0-51.52+1                     amd64        Linux kernel nvidia modules for version 6.8.0-51 (objects)
-ii  linux-signatures-nvidia-6.8.0-51-generic         6.8.0-51.52+1                     amd64        Linux kernel signatures for nvidia modules for version 6.8.0-51-generic
-ii  nvidia-compute-utils-550-server                  550.127.08-0ubuntu0.24.04.1       amd64        NVIDIA compute utilities
-ii  nvidia-firmware-550-server-550.127.08            550.127.08-0ubuntu0.24.04.1       amd64        Firmware files used by the kernel module
-"""
+    text = _read(os.path.join(FORMATS, 'dpkg-l-ubuntu-550-server.txt'))
     proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.120  Fri Sep 13 10:10:01 UTC 2024\n'
     facts = nd.evaluate({'dpkg': text, 'proc_version': proc})
-    assert [p['name'] for p in facts['packages']] == ['libnvidia-cfg1-550-server:amd64', 'libnvidia-compute-550-server:amd64', 'nvidia-compute-utils-550-server']
+    assert [p['name'] for p in facts['packages']] == [
+        'libnvidia-cfg1-550-server:amd64', 'libnvidia-compute-550-server:amd64', 'nvidia-compute-utils-550-server']
     assert facts['userspace_versions'] == ['550.127.08']
     assert facts['match'] is False
     # -0ubuntu0.24.04.1 carries a per-upload counter: no pin can be derived without the archive's list.

@@ -230,7 +230,8 @@ def test_failed_install_restores_previous_packages(run_module):
 
 def test_fix_refuses_removals_it_does_not_replace(run_module):
     host, state = _fix_host()
-    host.commands['apt-get -s install'] = (0, 'Remv xserver-xorg-video-nouveau [1:1.0.17-2]\nInst nvidia-smi [535.309.01-0+deb12u1] (535.261.03-1 Debian:12.15/oldstable [amd64])\n', '')
+    host.commands['apt-get -s install'] = (0, 'Remv xserver-xorg-video-nouveau [1:1.0.17-2]\n'
+                                              'Inst nvidia-smi [535.309.01-0+deb12u1] (535.261.03-1 Debian:12.15/oldstable [amd64])\n', '')
     result = run_module({'fix': True}, host)
     assert result['failed'] is True
     assert 'would remove xserver-xorg-video-nouveau' in result['msg']
