@@ -11,14 +11,14 @@ module: nvidia_driver_match
 short_description: Find, and optionally fix, drift between the loaded NVIDIA kernel module and the user-space driver
 version_added: 0.1.0
 description:
-  - Compares the version of the B(loaded) NVIDIA kernel module with every user-space part of the driver
+  - "Compares the version of the B(loaded) NVIDIA kernel module with every user-space part of the driver
     (packages, versioned library files, NVML) and fails with a message that says what differs and what the fix is.
     Drift between the two makes C(nvidia-smi) print C(Failed to initialize NVML: Driver/library version mismatch)
-    and can hang NCCL (an SGLang server sitting at C(Init torch distributed begin)).
+    and can hang NCCL (an SGLang server sitting at C(Init torch distributed begin))."
   - The loaded module is read from C(/proc/driver/nvidia/version) and C(/sys/module/nvidia/version); the module file
     on disk from C(modinfo nvidia); user space from C(dpkg-query) or C(rpm -qa), the library files the loader cache
     (C(ldconfig -p)) points at (C(libnvidia-ml.so.X), C(libcuda.so.X)), C(nvidia-smi --query-gpu=driver_version)
-    (including the C(NVML library version) line of a failed run) and the C(NVRM: API mismatch) lines of the kernel log.
+    (including the C(NVML library version) line of a failed run) and the C(NVRM API mismatch) lines of the kernel log.
   - Versions are compared exactly. The C(NVML library version) line prints only major.minor and is compared as a
     prefix; real two-part driver versions such as C(575.64) never prefix-match.
   - Messages that look like drift but are not (nvidia-smi vs libnvidia-ml, nvidia-modeset.ko vs nvidia.ko, GSP
@@ -64,11 +64,11 @@ options:
     default: auto
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes
+  - llmops.sglang._attributes.IDEMPOTENT
 attributes:
   check_mode:
     support: full
-    details: Reports RV(changed=true) exactly when O(fix=true) would install packages; runs C(apt-get -s) to prove it.
+    details: Reports RV(ignore:changed=true) exactly when O(fix=true) would install packages; runs C(apt-get -s) to prove it.
   diff_mode:
     support: full
     details: Shows the kernel-module and user-space versions and the driver packages before and after the fix.
