@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -15,6 +14,9 @@ scratch package and runs the module's logic for real:
   revert  state=absent: every file is byte-identical to the released wheel's file
   again   state=absent again: changed=false
   cycle   apply once more: identical bytes to the first apply (apply/revert/apply is stable)
+  variant where GLM-5 exists: switch to glm5_only=false (changed), then revert: byte-exact again
+
+Every apply also byte-compiles the new text with this interpreter before writing (a failure is an error).
 
 Prints a markdown table (``--output FILE`` writes it too).  Exit status 1 if any release
 fails a check.  Usage:  PYTHONPATH=/path/above/ansible_collections python tests/sm120_matrix.py
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,16 +85,18 @@ def one(version):
             row['error'] = err.msg
             return row
         row['detected'] = res['sglang_version']
-        row['sites'] = {s['name']: s['status'].replace('applied', 'patchable') if s['status'] == 'applied' else s['status']
-                        for s in res['sites']}
+        row['sites'] = {}
+        for site in res['sites']:
+            shape = re.search(r'shape (\w+)', site['reason'])
+            status = 'patchable' if site['status'] == 'applied' else site['status']
+            row['sites'][site['name']] = status + (' ' + shape.group(1) if shape else '')
         row['check'] = 'ok' if snapshot(pkg) == pristine else 'WROTE'
         if not res['changed']:
-            row.update(apply='-', idem='-', revert='-', again='-', cycle='-', compile='-')
+            row.update(apply='-', idem='-', revert='-', again='-', cycle='-', variant='-')
             return row
         first = call('present')
         after_first = snapshot(pkg)
         row['apply'] = 'ok' if first['changed'] and after_first != pristine else 'FAIL'
-        row['compile'] = 'ok'  # write() byte-compiles every new text before replacing; a failure raises
         second = call('present')
         row['idem'] = 'ok' if not second['changed'] and snapshot(pkg) == after_first else 'FAIL'
         third = call('absent')
@@ -100,7 +105,13 @@ def one(version):
         row['again'] = 'ok' if not fourth['changed'] and snapshot(pkg) == pristine else 'FAIL'
         call('present')
         row['cycle'] = 'ok' if snapshot(pkg) == after_first else 'FAIL'
-        call('absent')
+        if any(s['name'] == sm.SITE_GLM5 and s['status'] == 'applied' for s in res['sites']):
+            switched = sm.run_patch(dict(params, glm5_only=False), run)
+            call('absent')
+            row['variant'] = 'ok' if switched['changed'] and snapshot(pkg) == pristine else 'FAIL'
+        else:
+            call('absent')
+            row['variant'] = '-'
     except sm.PatchError as err:
         row['error'] = err.msg
     finally:
@@ -121,15 +132,16 @@ def minor_ends(versions):
 
 
 def table(rows):
-    head = ['version'] + [SHORT[s] for s in sm.SITE_NAMES] + ['check writes nothing', 'apply', 'idempotent', 'revert exact',
-                                                             'revert idempotent', 'apply/revert/apply']
+    head = ['version'] + [SHORT[s] for s in sm.SITE_NAMES]
+    head += ['check writes nothing', 'apply + compile', 'idempotent', 'revert exact', 'revert idempotent', 'apply/revert/apply',
+             'GLM-5 variant switch + revert']
     out = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
     for row in rows:
         if 'error' in row and 'sites' not in row:
             out.append('| %s | ERROR: %s |' % (row['version'], row['error'].replace('|', '/').replace('\n', ' ')[:300]) + ' |' * (len(head) - 2))
             continue
         cells = [row['version']] + [row['sites'].get(s, '?') for s in sm.SITE_NAMES]
-        cells += [row.get(k, 'ERROR') for k in ('check', 'apply', 'idem', 'revert', 'again', 'cycle')]
+        cells += [row.get(k, 'ERROR') for k in ('check', 'apply', 'idem', 'revert', 'again', 'cycle', 'variant')]
         out.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(out)
 
@@ -151,7 +163,7 @@ def main():
         print('%-14s %s' % (ver, row.get('error') or ' '.join('%s' % v for v in row.get('sites', {}).values())), file=sys.stderr, flush=True)
     text = table(rows)
     failed = [r['version'] for r in rows
-              if 'error' in r or any(r.get(k) in ('FAIL', 'WROTE') for k in ('check', 'apply', 'idem', 'revert', 'again', 'cycle'))]
+              if 'error' in r or any(r.get(k) in ('FAIL', 'WROTE') for k in ('check', 'apply', 'idem', 'revert', 'again', 'cycle', 'variant'))]
     summary = '%d releases checked in %.0f s with Python %s; %d failed%s' % (
         len(rows), time.monotonic() - started, sys.version.split()[0], len(failed), (': ' + ', '.join(failed)) if failed else '')
     print(text)

@@ -25,7 +25,7 @@ description:
   - Each site is recognised by its exact released text, anchored on its context (the enclosing function, the
     C(if) statement with the model allow-list and the flag it sets, the import block, the neighbouring line), never by
     a blind replace across the file. A site whose text is not one of the known shapes (a newer release, a local edit)
-    fails the task naming the file, the SGLang version, the expected and the found text, and B(no file is written):
+    fails the task naming the file, the SGLang version, the expected and the found text, and B(no file is written);
     all sites of a run succeed or none is written.
   - SGLang is located with the target interpreter O(python) without importing it (importing SGLang needs the GPU
     stack), or given directly as O(sglang_path). The version is read from the C(sglang-*.dist-info/METADATA) beside the
@@ -74,9 +74,12 @@ options:
     choices: [allreduce_fusion_gate, allreduce_fusion_auto_enable, glm5_moe_runner_backend, allreduce_fusion_backend_resolver]
   glm5_only:
     description:
-      - Restrict the V(glm5_moe_runner_backend) change to GLM-5 (C(GlmMoeDsaForCausalLM)):
-        C(if is_sm100_supported() or (is_sm120_supported() and model_arch == "GlmMoeDsaForCausalLM"):).
-      - With V(false) the condition becomes C(if is_sm100_supported() or is_sm120_supported():), which also changes
+      - >-
+        Restrict the V(glm5_moe_runner_backend) change to GLM-5 (C(GlmMoeDsaForCausalLM)); the patched line reads
+        'if is_sm100_supported() or (is_sm120_supported() and model_arch == "GlmMoeDsaForCausalLM"):'
+        (with get_platform().is_sm100 / .is_sm120 from 0.5.19).
+      - >-
+        With V(false) the line reads 'if is_sm100_supported() or is_sm120_supported():', which also changes
         DeepSeek V3/V3.2, Kimi K2.5, Mistral Large 3 and other DeepSeek-family models on SM120.
       - Switching between the two forms rewrites the line; O(state=absent) reverts either form.
     type: bool
@@ -86,6 +89,8 @@ options:
       - Keep a timestamped copy of each file before it is changed (RV(backup_files)).
     type: bool
     default: false
+author:
+  - llmops.sglang contributors (@llmops-sglang)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.IDEMPOTENT
@@ -105,9 +110,9 @@ attributes:
 notes:
   - Restart the SGLang server after a change (RV(changed)); a running server keeps the old code. The role
     M(llmops.sglang.sglang_sm120_patch) sets C(sglang_sm120_patch_changed) for the service role to do that.
-  - "Release support (see the collection's C(docs/sglang-sm120-patch-matrix.md)): before 0.5.4 SGLang has no
+  - "Release support (see the collection's C(docs/sm120-patch-matrix.md)): before 0.5.4 SGLang has no
     C(is_sm120_supported) helper, so nothing can be enabled (V(unsupported)); 0.5.7's auto-enable already includes SM120
-    through C(is_blackwell_supported()) (V(upstream_supports_sm120)); GLM-5 exists from 0.5.9; the resolver from 0.5.14.
+    through C(is_blackwell_supported) (V(upstream_supports_sm120)); GLM-5 exists from 0.5.9; the resolver from 0.5.14.
     In 0.5.9 and 0.5.10 the auto-enable allow-list does not contain GLM-5 yet."
   - Reinstalling or upgrading SGLang (C(pip install)) replaces the patched files; run the module again afterwards.
   - A file whose owner write bit is off is treated as read-only and fails the task cleanly, also for root.
@@ -167,7 +172,7 @@ version_source:
 sglang_path:
   description: The sglang package directory that was examined.
   returned: when the package was found
-  type: path
+  type: str
   sample: /opt/sglang/venv/lib/python3.12/site-packages/sglang
 sites:
   description:
@@ -184,7 +189,7 @@ sites:
       sample: allreduce_fusion_gate
     file:
       description: File holding the site (V(null) when the site does not exist in this release).
-      type: path
+      type: str
       sample: /opt/sglang/venv/lib/python3.12/site-packages/sglang/srt/layers/communicator.py
     line:
       description: 1-based line of the site's condition in the file as it is after the run (or would be, in check mode).
@@ -222,12 +227,12 @@ backup_files:
   description: Backup copies written because of O(backup).
   returned: always
   type: list
-  elements: path
+  elements: str
   sample: [/opt/sglang/venv/lib/python3.12/site-packages/sglang/srt/server_args.py.12345.2026-11-30@08:00:01~]
 file:
   description: File of the site that could not be recognised or written.
   returned: failure
-  type: path
+  type: str
   sample: /opt/sglang/venv/lib/python3.12/site-packages/sglang/srt/layers/communicator.py
 expected:
   description: Known text that was expected at the unrecognised site.

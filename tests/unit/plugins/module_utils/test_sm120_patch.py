@@ -438,3 +438,25 @@ def test_every_shape_has_distinct_old_and_new_forms():
                 for edit in shape.edits:
                     if shape.status is None and isinstance(edit, sm.Replace):
                         assert edit.old != edit.new and edit.old not in edit.alternates, (site, shape.name)
+
+
+@pytest.mark.parametrize('release', ['0.5.14'], indirect=True)
+def test_failed_write_restores_files_already_written(release):
+    version, pkg = release
+    before = snapshot(pkg)
+    calls = []
+
+    def move_then_fail(src, dest):
+        # the real rename for the first file, an I/O error (as from a full or read-only file system) for the second
+        calls.append(dest)
+        if len(calls) == 2:
+            raise OSError(28, 'No space left on device', dest)
+        sm._default_move(src, dest)  # pylint: disable=protected-access
+
+    with pytest.raises(sm.PatchError) as info:
+        sm.run_patch(params(pkg), run, move=move_then_fail)
+    assert 'No space left on device' in info.value.msg
+    assert 'already written were restored' in info.value.msg
+    assert info.value.context['files_restored'] == [calls[0]]
+    assert snapshot(pkg) == before
+    assert not [p for p in snapshot(pkg) if p.endswith('.sm120tmp')]
