@@ -147,7 +147,7 @@ def table(rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('versions', nargs='*', help='releases to check (default: every release from 0.4.6 on PyPI)')
     parser.add_argument('--minor-ends', action='store_true', help='only the first and last release of each minor line')
     parser.add_argument('--output', help='also write the markdown table to this file')

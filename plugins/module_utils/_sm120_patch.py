@@ -177,6 +177,49 @@ def read_version(package_dir):
     return None, None
 
 
+def dist_version(package_dir, dist_name):
+    """Version of another distribution installed beside sglang (e.g. flashinfer_python), from its dist-info, or None."""
+    parent = os.path.dirname(os.path.abspath(package_dir))
+    wanted = re.sub(r'[-_.]+', '_', dist_name).lower()
+    for meta in sorted(glob.glob(os.path.join(parent, '*.dist-info', 'METADATA'))):
+        base = os.path.basename(os.path.dirname(meta))[:-len('.dist-info')]
+        name = base.rsplit('-', 1)[0]
+        if re.sub(r'[-_.]+', '_', name).lower() != wanted:
+            continue
+        try:
+            with open(meta, 'rb') as handle:
+                found = _METADATA_VERSION_RE.search(handle.read(65536).decode('utf-8', 'replace'))
+        except OSError:
+            continue
+        if found:
+            return found.group(1)
+    return None
+
+
+def advice(result):
+    """Warnings for a run that enabled SM120 paths: the measured regression, FlashInfer's SM120 support, upstream's MoE rule."""
+    out = []
+    applied = set(s['name'] for s in result.get('sites', []) if s['status'] == APPLIED)
+    if applied & set((SITE_GATE, SITE_AUTO, SITE_RESOLVER)):
+        out.append('SM120 FlashInfer allreduce fusion is enabled in SGLang %s: upstream measured a large throughput regression '
+                   'with fusion on PCIe SM120 (TP4 about 1867 -> 236 tokens/s, sgl-project/sglang PR 32330). Benchmark it; '
+                   'revert with state=absent.' % result.get('sglang_version'))
+        fi = result.get('_flashinfer_version')
+        fk = version_key(fi) if fi else None
+        if fk is not None and fk[:3] < (0, 6, 17):
+            out.append('flashinfer-python %s is installed beside SGLang; FlashInfer before 0.6.17 cannot build the allreduce-fusion '
+                       'kernels for SM120 ("No supported CUDA architectures found for major versions [9, 10]."). Install '
+                       'flashinfer-python>=0.6.17 or revert with state=absent.' % fi)
+        elif fi is None:
+            out.append('flashinfer-python was not found beside SGLang; FlashInfer before 0.6.17 cannot build the allreduce-fusion '
+                       'kernels for SM120.')
+    key = version_key(result.get('sglang_version'))
+    if SITE_GLM5 in applied and key is not None and key[:3] >= (0, 5, 13):
+        out.append('glm5_moe_runner_backend pre-empts the rule of SGLang 0.5.13+ that routes SM120 NVFP4 MoE to '
+                   'flashinfer_cutlass on purpose (trtllm-gen MoE kernels are SM100-only, PR 18758).')
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # Locating the package
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +393,8 @@ class IfStatement(Region):
                 while j < hi and _body(lines[j]) != indent + '):':
                     j += 1
                 if j >= hi:
-                    break
+                    i += 1
+                    continue
                 cond = [_text(x) or '' for x in lines[i + 1:j]]
                 k = j + 1
                 while k < hi and (not _body(lines[k]).strip() or len(_indent(lines[k])) > len(indent)):
@@ -895,7 +939,10 @@ def default_sites():
 def plan(package_dir, state, version, sites=None, glm5_only=True):
     """Plan every requested site.  Returns (workspace, site_results).  Raises PatchError, writes nothing."""
     explicit = sites is not None
-    wanted = list(sites) if explicit else default_sites()
+    wanted = []
+    for site in (sites if explicit else default_sites()):
+        if site not in wanted:
+            wanted.append(site)
     ws = Workspace(package_dir)
     results = []
     for site in wanted:
@@ -996,6 +1043,9 @@ def write(ws, python, run, move=None, backup=None):
     try:
         for rel in changed:
             path = ws.path(rel)
+            with open(path, 'rb') as handle:
+                if handle.read() != ws.original[rel]:
+                    raise PatchError('%s changed on disk while this run planned its edits (another run or a pip install?)' % path)
             if backup is not None:
                 backups.append(backup(path))
             _write_atomic(path, new_data[rel], move)
@@ -1061,6 +1111,7 @@ def run_patch(params, run, check_mode=False, want_diff=False, move=None, backup=
         err.context.setdefault('sglang_path', package_dir)
         raise
     result['sites'] = sites
+    result['_flashinfer_version'] = dist_version(package_dir, 'flashinfer_python')
     changed = ws.changed_files()
     result['changed'] = bool(changed)
     if want_diff and changed:

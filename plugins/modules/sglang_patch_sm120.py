@@ -288,13 +288,9 @@ def main():
         context.setdefault('sites', [])
         context.setdefault('changed', False)
         module.fail_json(msg=err.msg, **context)
-    for site in result['sites']:
-        if site['status'] == sm.APPLIED and site['name'] in (sm.SITE_AUTO, sm.SITE_GATE):
-            module.warn('SM120 FlashInfer allreduce fusion is enabled in %s: upstream measured a large throughput regression '
-                        'with fusion on PCIe SM120 (TP4 about 1867 -> 236 tokens/s, sgl-project/sglang PR 32330), and '
-                        'flashinfer-python before 0.6.17 cannot build the fusion kernels for SM120. Benchmark it; revert '
-                        'with state=absent.' % site['file'])
-            break
+    for warning in sm.advice(result):
+        module.warn(warning)
+    result.pop('_flashinfer_version', None)
     module.exit_json(**result)
 
 

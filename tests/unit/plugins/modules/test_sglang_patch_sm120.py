@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible.module_utils.common import warnings as warnings_mod
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.sglang.plugins.modules import sglang_patch_sm120
@@ -36,6 +37,8 @@ def snapshot(root):
 
 
 def run_module(capsys, args):
+    # a real module process starts with no warnings; in-process runs share ansible's global list
+    getattr(warnings_mod, '_global_warnings', {}).clear()
     with patch_module_args(args):
         with pytest.raises(SystemExit) as info:
             sglang_patch_sm120.main()
@@ -135,3 +138,26 @@ def test_bad_patch_name_is_rejected(capsys, pkg):
 def test_not_a_package_dir(capsys, tmp_path):
     res = run_module(capsys, {'sglang_path': str(tmp_path), 'python': PY})
     assert res['failed'] is True and 'srt/server_args.py' in res['msg']
+
+
+@pytest.mark.parametrize('pkg', ['0.5.13'], indirect=True)
+def test_warnings_name_old_flashinfer_and_upstream_moe_rule(capsys, pkg):
+    # SGLang 0.5.13 pins flashinfer_python 0.6.12 (sglang-facts.md section 6): install its dist-info record beside it
+    dist = pkg.parent / 'flashinfer_python-0.6.12.dist-info'
+    dist.mkdir()
+    (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.12\n')
+    res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY, '_ansible_check_mode': True})
+    warnings = json.dumps(res.get('warnings', []))
+    assert 'flashinfer-python 0.6.12 is installed' in warnings
+    assert 'flashinfer_cutlass' in warnings
+    assert '_flashinfer_version' not in res
+    (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.17\n')
+    res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY, '_ansible_check_mode': True})
+    warnings = json.dumps(res.get('warnings', []))
+    assert 'flashinfer-python 0.6.' not in warnings and '1867' in warnings
+
+
+def test_no_warning_when_nothing_is_enabled(capsys, pkg):
+    res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY, 'state': 'absent'})
+    assert res['changed'] is False
+    assert not res.get('warnings')
