@@ -768,7 +768,7 @@ def evaluate(evidence):
     for name, versions in sorted(libraries.items()):
         library_versions[name] = versions[0] if len(versions) == 1 else ', '.join(versions)
         for version in versions:
-            userspace.append((version, 'library %s.%s' % (name, version), False))
+            userspace.append((version, 'library %s' % name, False))
     if smi['smi_version']:
         userspace.append((smi['smi_version'], 'nvidia-smi', False))
     relevant_api = []
@@ -1185,7 +1185,7 @@ def describe(facts, action):
                      % (module or 'unknown', facts['kernel_module_source'] or 'no source', ', '.join(differing) or ', '.join(facts['userspace_versions'])))
         if action == 'install_userspace':
             if facts['fix_packages']:
-                parts.append('the fix installs %s and holds them (run with fix=true)' % ' '.join(facts['fix_packages']))
+                parts.append('fix=true installs %s and holds them' % ' '.join(facts['fix_packages']))
             else:
                 parts.append('install user-space packages of version %s (no exact pin could be derived: %s)'
                              % (module or 'matching the host module',

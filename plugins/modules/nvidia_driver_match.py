@@ -371,7 +371,8 @@ def main():
                                    libraries=after['libraries'], packages=after['packages'])
         result['match'] = after['match']
         result['mismatches'] = after['mismatches']
-        result['reason'] = describe(after, recommend(after, evidence['module_loaded']))
+        result['recommended_action'] = recommend(after, evidence['module_loaded'])
+        result['reason'] = describe(after, result['recommended_action'])
         result['commands'] = host.commands
         if after['match'] is False:
             module.fail_json(msg='installed %s but the driver still differs: %s' % (' '.join(facts['fix_packages']), result['reason']), **result)

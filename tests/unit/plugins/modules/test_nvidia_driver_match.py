@@ -192,6 +192,7 @@ def test_fix_installs_pins_holds_and_verifies(run_module):
     assert result['changed'] is True
     assert result['match'] is True
     assert result['fix_result']['held'] == ['libnvidia-ml1', 'nvidia-smi']
+    assert result['recommended_action'] == 'none'
     install = next(argv for argv in host.ran if argv[0].endswith('apt-get') and argv[1] == 'install')
     assert install[-2:] == ['libnvidia-ml1=535.261.03-1', 'nvidia-smi=535.261.03-1']
     assert '--no-install-recommends' in install
