@@ -74,6 +74,8 @@ _SGLANG_PREFIX_RE = re.compile(r"^\[(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*|g
 
 _ARGS_RE = re.compile(r"server_args=|ServerArgs\(|port_args=PortArgs\(")
 
+# Stage lines (case-sensitive, as SGLang prints them). Each pattern can only match a line that contains
+# one of its stage's gates below: the gates are the cheap prefilter, the patterns the decision.
 _STAGE_PATTERNS = (
     ("ready", re.compile(r"The server is fired up and ready to roll")),
     ("warmup", re.compile(
@@ -82,17 +84,26 @@ _STAGE_PATTERNS = (
         r"|Initialization failed\. warmup error")),
     ("http_listening", re.compile(r"Uvicorn running on")),
     ("cuda_graph", re.compile(
-        r"(?i:\bcapture\b.{0,80}?\bgraphs?\b.{0,40}?\b(?:begin|end|bs|failed)\b|\bcapturing (?:batches|num tokens))")),
+        r"\bCapture\b.{0,80}?\b(?:graph|Graph|GRAPH)s?\b.{0,40}?\b(?:begin|end|bs|failed)\b|\bCapturing (?:batches|num tokens)")),
     ("kv_cache", re.compile(
-        r"(?i:load weight end|KV Cache is allocated|Memory pool end|max_total_num_tokens="
-        r"|Running FlashInfer autotune|FlashInfer autotune completed)")),
+        r"Load weight end|KV Cache is allocated|Memory pool end|max_total_num_tokens="
+        r"|Running FlashInfer autotune|FlashInfer autotune completed")),
     ("load_weights", re.compile(
-        r"(?i:load weight begin|Loading (?:safetensors|pt|bin|gguf|npcache)[\w ]{0,20} checkpoint shards"
-        r"|Multi-thread loading shards)")),
+        r"Load weight begin|Loading (?:safetensors|pt|bin|gguf|npcache)[\w ]{0,20} checkpoint shards"
+        r"|Multi-thread loading shards")),
     ("init_distributed", re.compile(
-        r"(?i:init torch distributed (?:begin|ends?)|init parallel (?:begin|ends?)|init nccl begin"
-        r"|sglang is using nccl==|\[Gloo\] Rank \d+ is connected| NCCL INFO |Init process group)")),
+        r"Init torch distributed (?:begin|ends?)|Init parallel (?:begin|ends?)|Init nccl begin"
+        r"|sglang is using nccl==|\[Gloo\] Rank \d+ is connected| NCCL INFO ")),
 )
+_STAGE_GATES = {
+    "ready": ("The server is fired",),
+    "warmup": ("GET /", "POST /", "Start of ", "End of ", "zation failed"),
+    "http_listening": ("Uvicorn running on",),
+    "cuda_graph": ("Captur",),
+    "kv_cache": ("Load weight ", "KV Cache", "Memory pool end", "x_total_num_tokens", "FlashInfer autotune"),
+    "load_weights": ("Load weight ", "kpoint shards", "Multi-thread loading"),
+    "init_distributed": ("Init ", "using nccl==", "Gloo] Rank", "NCCL INFO "),
+}
 
 # Decisive phrases: (regex, signature, heads_traceback, exit_evidence).
 _CRASH_PHRASES = (
@@ -104,7 +115,7 @@ _CRASH_PHRASES = (
     (re.compile(r"scheduler died during initialization \(exit code: ?(-?\d+)"), "process_exited", False, True),
     (re.compile(r"scheduler is dead\b"), "process_exited", False, True),
     (re.compile(r"DataParallelController \d+ terminated with (-?\d+)"), "process_exited", False, True),
-    (re.compile(r"(?i:capture (?:cuda |npu |piecewise )?graph failed)"), "traceback", False, False),
+    (re.compile(r"[Cc]apture (?:cuda |CUDA |npu |NPU |piecewise |piecewise CUDA )?[Gg]raph failed"), "traceback", False, False),
     (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"), "cuda_oom", False, False),
     (re.compile(r"No supported CUDA architectures found for major versions"), "unsupported_arch", False, False),
     (re.compile(r"FlashInfer allreduce fusion requires SM90"), "unsupported_arch", False, False),
@@ -188,17 +199,34 @@ _FRAME_STAGE = (
      re.compile(r"pynccl|/device_communicators/|parallel_state\.py")),
 )
 
-# Cheap prefilter: a line that contains none of these can only be counted, never decides anything
-# (unless a candidate traceback or a crash refinement window is open, then every line is read).
-_INTEREST_SOURCE = (
-    r"fired up|GET /|POST /|armup|Uvicorn|Application startup|(?i:capture|load weight|Loading \w+ checkpoint"
-    r"|loading shards|KV Cache|Memory pool|autotune|init torch|init parallel|init nccl|Gloo|NCCL|Init process)"
-    r"|max_total_num_tokens|hit an exception|sigquit|SIGQUIT|Initialization failed|scheduler (?:died|is dead)"
-    r"|terminated with|Not enough memory|No supported CUDA|allreduce fusion requires|Exception in |Fatal Python"
-    r"|terminate called|: error: |resource_tracker|Traceback|^\s*File \"|(?:^|\r)(?:\x1b\[[0-9;]*m)*[A-Za-z_][\w.]*"
-    r"(?:Error|Exception|Exit|Interrupt|Failure|Failed|Fault|Abort)\b|^[a-z_][\w]*\.[\w.]*: "
-    r"|^(?:Killed|Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception)"
+# Cheap prefilter. While no traceback is open, a line that contains none of these literal gates (plus the
+# gates of the stages not reached yet) can only be counted: it cannot decide anything. Gates start with
+# rare characters where possible, which is what keeps Python's regex search fast.
+_CRASH_GATES = (
+    "Error", "xception", "Abort", "Traceback", "File \"", "quit from a child", "QUIT", "zation failed", "xit code",
+    "uler is dead", "ParallelController", "Fatal Python", "wing an instance of", "\nusage: ", "There appear to be",
+    "Killed", "Segmentation fault", "Bus error", "Illegal instruction",
 )
+_CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in _CRASH_GATES))
+_USAGE_RE = re.compile(r"^usage: ")
+_GATE_CACHE = {}
+
+
+def _gate_re(stage, extra):
+    """Prefilter regex for a classifier at ``stage`` (plus user crash patterns ``extra``)."""
+    key = (stage, extra)
+    regex = _GATE_CACHE.get(key)
+    if regex is None:
+        gates = list(_CRASH_GATES)
+        for name in STAGES[_STAGE_INDEX[stage] + 1:]:
+            gates.extend(_STAGE_GATES[name])
+        source = "|".join(re.escape(g) for g in gates)
+        if extra:
+            source += "|" + "|".join("(?:%s)" % p for p in extra)
+        regex = _GATE_CACHE[key] = re.compile(source)
+    return regex
+
+
 _POST_READY_RE = re.compile(r"hit an exception|Received sigquit|SIGQUIT received")
 
 
@@ -304,10 +332,8 @@ class LogClassifier:
         self._ignore_sources = [str(p) for p in (ignore_patterns or ())]
         self._crash_res = [re.compile(p) for p in self._crash_sources]
         self._ignore_res = [re.compile(p) for p in self._ignore_sources]
-        interest = _INTEREST_SOURCE
-        if self._crash_sources:
-            interest += "|" + "|".join("(?:%s)" % p for p in self._crash_sources)
-        self._interest = re.compile(interest, re.M)
+        self._extra = tuple(self._crash_sources)
+        self._gates = {}
         self._reset()
         if state is not None:
             self._load_state(state)
@@ -316,7 +342,7 @@ class LogClassifier:
     _STATE_KEYS = (
         "_status", "_line_stage", "_frame_stage_max", "_stages", "_signature", "_base_signature", "_error_line",
         "_error_lineno", "_context", "_lineno", "_last_line", "_pending", "_recent", "_candidate", "_crash_tb",
-        "_refine_left", "_leaked", "_exit_code", "_exited", "_post_ready_crash", "_flushed",
+        "_refine_left", "_slow_left", "_leaked", "_exit_code", "_exited", "_post_ready_crash", "_flushed",
     )
 
     def _reset(self):
@@ -336,6 +362,7 @@ class LogClassifier:
         self._candidate = None
         self._crash_tb = None
         self._refine_left = 0
+        self._slow_left = 0
         self._leaked = False
         self._exit_code = None
         self._exited = False
@@ -457,7 +484,6 @@ class LogClassifier:
         """Process complete lines; lines the prefilter rejects are only counted."""
         pos = 0
         end = len(block)
-        interest = self._interest
         while pos < end:
             if self._status != "starting" and self._refine_left <= 0:
                 if self._status == "ready" and not self._post_ready_crash:
@@ -473,12 +499,19 @@ class LogClassifier:
                         continue
                 self._skip(block, pos, end)
                 return
-            if self._candidate is None and self._refine_left <= 0:
-                match = interest.search(block, pos)
+            if self._candidate is None and self._refine_left <= 0 and self._slow_left <= 0 \
+                    and not block.startswith("usage: ", pos):
+                gate = self._gates.get(self._line_stage)
+                if gate is None:
+                    gate = self._gates[self._line_stage] = _gate_re(self._line_stage, self._extra)
+                match = gate.search(block, pos)
                 if match is None:
                     self._skip(block, pos, end)
                     return
-                line_start = block.rfind("\n", 0, match.start()) + 1
+                if block[match.start()] == "\n":
+                    line_start = match.start() + 1
+                else:
+                    line_start = block.rfind("\n", 0, match.start()) + 1
                 if line_start > pos:
                     self._skip(block, pos, line_start)
                     pos = line_start
@@ -509,6 +542,8 @@ class LogClassifier:
 
     def _line(self, raw, events, now):
         self._lineno += 1
+        if self._slow_left > 0:
+            self._slow_left -= 1
         self._line_body(raw, self._lineno, events, now)
         self._recent.append(_clip(raw))
         if len(self._recent) > _RECENT_MAX:
@@ -524,7 +559,7 @@ class LogClassifier:
             if not self._post_ready_crash and _POST_READY_RE.search(clean) and not _ARGS_RE.search(clean):
                 self._post_ready_crash = True
             return
-        if _ARGS_RE.search(clean):
+        if "server_args=" in clean or "ServerArgs(" in clean or "port_args=PortArgs(" in clean:
             # The args dump holds user values and field names such as custom_sigquit_handler,
             # crash_dump_folder, skip_server_warmup ...: never evidence. A new dump means a new run.
             self._candidate = None
@@ -536,11 +571,12 @@ class LogClassifier:
             return
 
         tb = self._candidate
-        kind = self._structure(tb, seg)
+        gated = _CRASH_GATE_RE.search(clean) is not None or seg.startswith("usage: ")
+        kind = self._structure(tb, seg) if (gated or tb is not None) else None
         if tb is not None and kind in ("frame", "source", "caret", "chain"):
             self._tb_line(tb, raw, seg, lineno)
             return
-        phrase = self._crash_phrase(clean, seg)
+        phrase = self._crash_phrase(clean, seg) if (gated or self._crash_res or self._slow_left > 0) else None
         stage = self._stage_of(clean)
         if phrase is not None:
             signature, heads_tb, exit_evidence = phrase
@@ -568,6 +604,9 @@ class LogClassifier:
             return
         if stage is not None:
             self._set_stage(stage, raw, lineno, events, now)
+        if gated and _USAGE_RE.match(seg):
+            # argparse prints "usage: ..." and then the "prog: error: ..." line: read the next lines one by one
+            self._slow_left = 3
         prefixed = _SGLANG_PREFIX_RE.match(seg) is not None
 
         if tb is not None:
@@ -627,9 +666,11 @@ class LogClassifier:
             return _specific_class(clean) or "traceback", False, False
         return None
 
-    @staticmethod
-    def _stage_of(clean):
+    def _stage_of(self, clean):
+        """The highest stage not reached yet that this line shows, else None."""
         for stage, regex in _STAGE_PATTERNS:
+            if _STAGE_INDEX[stage] <= _STAGE_INDEX[self._line_stage]:
+                return None
             if regex.search(clean):
                 return stage
         return None
