@@ -135,8 +135,20 @@ def tree_path(version: str) -> Path:
                 target.write_bytes(zf.read(name))
         (tmp / '.complete').write_text('format %s\n%s\n' % (TREE_FORMAT, wheel.name))
         if final.exists():
-            shutil.rmtree(str(final))
-        os.replace(str(tmp), str(final))
+            # an older tree format: move it aside first (another worker may be doing the same)
+            stale = Path(tempfile.mkdtemp(dir=str(trees), prefix='.old-%s-' % version))
+            try:
+                os.replace(str(final), str(stale / 'tree'))
+            except OSError:
+                pass
+            shutil.rmtree(str(stale), ignore_errors=True)
+        try:
+            os.replace(str(tmp), str(final))
+        except OSError:
+            # a parallel test worker (pytest-xdist) finished the same extraction first
+            shutil.rmtree(str(tmp), ignore_errors=True)
+            if not (final / '.complete').exists():
+                raise
     except BaseException:
         shutil.rmtree(str(tmp), ignore_errors=True)
         raise

@@ -108,24 +108,35 @@ def _playbook(tmp_path):
     return book
 
 
+def _env():
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=_collections_path(), ANSIBLE_NOCOLOR='1', ANSIBLE_RETRY_FILES_ENABLED='0',
+               ANSIBLE_LOCALHOST_WARNING='0')
+    env.pop('PYTHONPATH', None)  # the role must find SGLang through the venv's python, nothing else
+    return env
+
+
+def _run_role_raw(tmp_path, extra_vars):
+    extra_vars = dict(extra_vars, ansible_python_interpreter=sys.executable)
+    argv = [_ansible_playbook(), '-i', 'localhost,', str(_playbook(tmp_path)), '-e', json.dumps(extra_vars)]
+    return _run(argv, env=_env(), cwd=str(tmp_path))
+
+
 def _role(tmp_path, python, state, check=False, extra=None):
     out = tmp_path / ('result-%s-%s.json' % (state, 'check' if check else 'run'))
     if out.exists():
         out.unlink()
     extra_vars = {
         'ansible_python_interpreter': sys.executable,
-        'sglang_sm120_patch_python': str(python),
         'sglang_sm120_patch_state': state,
         'result_file': str(out),
     }
+    if python is not None:
+        extra_vars['sglang_sm120_patch_python'] = str(python)
     extra_vars.update(extra or {})
     argv = [_ansible_playbook(), '-i', 'localhost,', str(_playbook(tmp_path)), '-e', json.dumps(extra_vars)]
     if check:
         argv += ['--check', '--diff']
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=_collections_path(), ANSIBLE_NOCOLOR='1', ANSIBLE_RETRY_FILES_ENABLED='0',
-               ANSIBLE_LOCALHOST_WARNING='0')
-    env.pop('PYTHONPATH', None)  # the role must find SGLang through the venv's python, nothing else
-    proc = _run(argv, env=env, cwd=str(tmp_path))
+    proc = _run(argv, env=_env(), cwd=str(tmp_path))
     assert proc.returncode == 0, 'ansible-playbook failed:\n%s\n%s' % (proc.stdout[-6000:], proc.stderr[-3000:])
     data = json.loads(out.read_text())
     return data['changed'], data['result'], proc.stdout
@@ -184,7 +195,9 @@ def test_role_apply_idempotent_check_revert(venv, tmp_path):
 def test_role_explicit_sites_and_backup(venv, tmp_path):
     version, python, pkg, wheel = venv
     pristine = _py_files(pkg)
-    changed, result, out = _role(tmp_path, python, 'present', extra={
+    # no sglang_sm120_patch_python: the default follows the service role's venv variable
+    changed, result, out = _role(tmp_path, None, 'present', extra={
+        'sglang_service_venv': str(python.parent.parent),
         'sglang_sm120_patch_sites': ['glm5_moe_runner_backend'], 'sglang_sm120_patch_glm5_only': False,
         'sglang_sm120_patch_backup': True})
     assert changed is True
@@ -194,3 +207,10 @@ def test_role_explicit_sites_and_backup(venv, tmp_path):
     assert 'if is_sm100_supported() or is_sm120_supported():' in text
     now = _py_files(pkg)
     assert sorted(k for k in now if now[k] != pristine.get(k)) == ['srt/server_args.py']
+
+    # a site that does not exist in 0.5.9, asked for explicitly: the play fails and nothing is written
+    proc = _run_role_raw(tmp_path, {'sglang_service_venv': str(python.parent.parent), 'sglang_sm120_patch_state': 'present',
+                                    'sglang_sm120_patch_sites': ['allreduce_fusion_backend_resolver'], 'result_file': '/dev/null'})
+    assert proc.returncode != 0
+    assert 'allreduce_fusion_backend_resolver is not_present' in proc.stdout
+    assert _py_files(pkg) == now

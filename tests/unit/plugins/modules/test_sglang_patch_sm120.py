@@ -161,3 +161,27 @@ def test_no_warning_when_nothing_is_enabled(capsys, pkg):
     res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY, 'state': 'absent'})
     assert res['changed'] is False
     assert not res.get('warnings')
+
+
+def test_atomic_move_keeps_owner_group_mode(capsys, pkg):
+    comm = pkg / 'srt/layers/communicator.py'
+    os.chmod(str(comm), 0o640)
+    if os.geteuid() == 0:
+        os.chown(str(comm), 65534, 65534)
+    st = os.stat(str(comm))
+    res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY})
+    assert res['changed'] is True
+    st2 = os.stat(str(comm))
+    assert (st2.st_mode, st2.st_uid, st2.st_gid) == (st.st_mode, st.st_uid, st.st_gid)
+    assert st2.st_ino != st.st_ino
+    assert not [p for p in os.listdir(str(comm.parent)) if p.endswith('.sm120tmp')]
+
+
+def test_read_only_file_fails_cleanly(capsys, pkg):
+    server_args = pkg / 'srt/server_args.py'
+    os.chmod(str(server_args), 0o444)
+    before = snapshot(pkg)
+    res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY})
+    assert res['failed'] is True and res['changed'] is False
+    assert res['file'] == str(server_args) and 'read-only' in res['msg']
+    assert snapshot(pkg) == before
