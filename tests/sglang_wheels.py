@@ -24,7 +24,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-# Fixture set: one release per known shape (sglang-facts.md section 11).
+# Fixture set: at least one release per known shape of every site (docs/sglang_patch_sm120.md).
 FIXTURE_VERSIONS = ('0.4.10', '0.5.3', '0.5.7', '0.5.9', '0.5.10', '0.5.13', '0.5.14', '0.5.18', '0.5.20', '0.5.23')
 
 # Files inside the wheel that the patcher may read or write.

@@ -114,19 +114,15 @@ def version_key(version):
     return (int(major), int(minor), int(micro or 0), pre, int(pre_n or 0), int(post or 0), -1 if dev is not None else 0)
 
 
-def _vk(text):
-    return version_key(text)
-
-
 def _in_range(version, low=None, high=None):
     """True if the release lies within [low, high] (both inclusive, prefix releases: 0.5.3 covers 0.5.3.postN)."""
     key = version_key(version)
     if key is None:
         return False
-    if low is not None and key < _vk(low):
+    if low is not None and key < version_key(low):
         return False
     if high is not None:
-        hk = _vk(high)
+        hk = version_key(high)
         # "0.5.3" as an upper bound includes its post releases
         if key[:3] > hk[:3]:
             return False
@@ -135,7 +131,7 @@ def _in_range(version, low=None, high=None):
 
 def _newer_than_known(version):
     key = version_key(version)
-    return key is None or key[:3] > _vk(NEWEST_KNOWN)[:3]
+    return key is None or key[:3] > version_key(NEWEST_KNOWN)[:3]
 
 
 _METADATA_VERSION_RE = re.compile(r'^Version:\s*(\S+)\s*$', re.M)
@@ -558,7 +554,7 @@ class Shape(object):
 
 
 # ---------------------------------------------------------------------------------------------
-# Site definitions (sglang-facts.md sections 2-5)
+# Site definitions: one Shape per released form (docs/sglang_patch_sm120.md, docs/sm120-patch-matrix.md)
 # ---------------------------------------------------------------------------------------------
 
 _UTILS = 'sglang.srt.utils'
@@ -817,7 +813,7 @@ def _site_result(site, path, line, status, reason):
     return {'name': site, 'file': path, 'line': line, 'status': status, 'reason': reason}
 
 
-def plan_site(ws, site, state, version, glm5_only=True, explicit=False):
+def plan_site(ws, site, state, version, glm5_only=True):
     """Plan one site into ``ws``.  Returns the site result; raises PatchError on an unknown shape."""
     shapes = site_shapes(site, glm5_only)
     matched = []
@@ -948,7 +944,7 @@ def plan(package_dir, state, version, sites=None, glm5_only=True):
     for site in wanted:
         if site not in SITE_NAMES:
             raise PatchError('Unknown site name %r; known sites: %s' % (site, ', '.join(SITE_NAMES)), site=site)
-        result = plan_site(ws, site, state, version, glm5_only=glm5_only, explicit=explicit)
+        result = plan_site(ws, site, state, version, glm5_only=glm5_only)
         results.append(result)
     if explicit and state == 'present':
         refused = [r for r in results if r['status'] in (NOT_PRESENT, UNSUPPORTED, UPSTREAM_SUPPORTS)]

@@ -6,9 +6,8 @@
 The wheels are downloaded from PyPI at test time (cached; tests/sglang_wheels.py).  Without
 network access these tests FAIL with pip's message: they never skip.
 
-The expected statuses, files and changed lines below are written down from
-sglang-facts.md sections 2-5 (which were read from the released wheels), not computed by the
-code under test.
+The expected statuses, files and changed lines below were written down by reading the released
+source of each wheel (summarised in docs/sglang_patch_sm120.md), not computed by the code under test.
 """
 
 from __future__ import annotations

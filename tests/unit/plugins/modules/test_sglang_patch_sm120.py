@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -142,13 +143,15 @@ def test_not_a_package_dir(capsys, tmp_path):
 
 @pytest.mark.parametrize('pkg', ['0.5.13'], indirect=True)
 def test_warnings_name_old_flashinfer_and_upstream_moe_rule(capsys, pkg):
-    # SGLang 0.5.13 pins flashinfer_python 0.6.12 (sglang-facts.md section 6): install its dist-info record beside it
-    dist = pkg.parent / 'flashinfer_python-0.6.12.dist-info'
+    # the FlashInfer release this SGLang pins (Requires-Dist of its wheel: 0.6.12), installed beside it as pip records it
+    meta = next(pkg.parent.glob('sglang-*.dist-info')) / 'METADATA'
+    pinned = re.search(r'^Requires-Dist: flashinfer_python(?:\[[^]]*\])?==(\S+)', meta.read_text('utf-8'), re.M).group(1)
+    dist = pkg.parent / ('flashinfer_python-%s.dist-info' % pinned)
     dist.mkdir()
-    (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.12\n')
+    (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: flashinfer-python\nVersion: %s\n' % pinned)
     res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY, '_ansible_check_mode': True})
     warnings = json.dumps(res.get('warnings', []))
-    assert 'flashinfer-python 0.6.12 is installed' in warnings
+    assert 'flashinfer-python %s is installed' % pinned in warnings
     assert 'flashinfer_cutlass' in warnings
     assert '_flashinfer_version' not in res
     (dist / 'METADATA').write_text('Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.6.17\n')
