@@ -114,7 +114,7 @@ standin_sources() {
     printf '%s\t%s\n' "$f" sglang_standin.py
     if [[ -d $SRC_ROOT/tests/fixtures/sglang-logs ]]; then
         for case_dir in "$SRC_ROOT"/tests/fixtures/sglang-logs/*/; do
-            [[ -f $case_dir/server.log ]] || continue
+            [[ -f $case_dir/server.log || -f $case_dir/server.log.gz ]] || continue
             for f in "$case_dir"*; do
                 [[ -f $f ]] && printf '%s\t%s\n' "$f" "recordings/$(basename "$case_dir")/$(basename "$f")"
             done

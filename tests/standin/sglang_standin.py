@@ -8,7 +8,7 @@ A CPU-only test host cannot run SGLang (no GPU, no CUDA stack), yet the collecti
 roles, its systemd unit and the ``llmops.sglang.wait_for_sglang`` watcher must be
 exercised for real. This program stands in for ``python -m sglang.launch_server``:
 
-* It REPLAYS a real recorded SGLang startup log (``DIR/server.log`` of a corpus case)
+* It REPLAYS a real recorded SGLang startup log (``DIR/server.log`` or ``DIR/server.log.gz``)
   to stderr, byte for byte (``\\r`` progress segments, a missing final newline and all),
   at the recorded pace taken from the ``[YYYY-MM-DD HH:MM:SS ...]`` prefixes, compressed
   so that the whole replay takes at most ``--max-seconds``. A derived case whose
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gzip
 import json
 import os
 import re
@@ -94,8 +95,13 @@ class Recording:
     def __init__(self, path: str):
         self.path = path
         log_path = os.path.join(path, 'server.log')
-        with open(log_path, 'rb') as f:
-            data = f.read()
+        if not os.path.exists(log_path) and os.path.exists(log_path + '.gz'):
+            # recordings may be stored compressed (keeps CR/LF bytes and non-UTF-8 text out of text-file checks)
+            with gzip.open(log_path + '.gz', 'rb') as f:
+                data = f.read()
+        else:
+            with open(log_path, 'rb') as f:
+                data = f.read()
         self.expected = {}
         exp_path = os.path.join(path, 'expected.json')
         if os.path.exists(exp_path):
