@@ -132,12 +132,16 @@ _CRASH_PHRASES = (
                 r"(?: \(core dumped\))?\s*$"), "process_exited", False, True),
 )
 
+# Root-cause classes read from exception and message lines, most specific first. cuda_error means "CUDA
+# is not usable at all" (no device, driver/runtime not initialised); runtime/operator failures of any
+# accelerator (CUDA, ROCm/HIP, Ascend NPU, XPU) are device_error, as in the corpus README.
 _CLASS_PATTERNS = (
     ("driver_mismatch", re.compile(
         r"Driver/library version mismatch|CUDA driver version is insufficient|driver on your system is too old"
         r"|cudaErrorInsufficientDriver|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|forward compatibility was attempted"
-        r"|unsupported display driver / cuda driver combination|Found no NVIDIA driver|NVML library version mismatch"
-        r"|cudaErrorCompatNotSupportedOnDevice|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE")),
+        r"|unsupported display driver / cuda driver combination|NVML library version mismatch"
+        r"|NVML/RM version mismatch|NVMLError_LibRmVersionMismatch|cudaErrorCompatNotSupportedOnDevice"
+        r"|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|cudaErrorSystemDriverMismatch")),
     ("unsupported_arch", re.compile(
         r"no kernel image is available|cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU"
         r"|hipErrorNoBinaryForGpu|(?i:no binary for gpu)|invalid device function|hipErrorInvalidDeviceFunction"
@@ -152,10 +156,14 @@ _CLASS_PATTERNS = (
         r"|ncclInvalidArgument|DistBackendError|ProcessGroupNCCL.{0,80}(?i:timed? ?out|watchdog)|HCCL error"
         r"|Hccl\w* failed|RCCL error|connectFullMesh failed")),
     ("cuda_error", re.compile(
-        r"CUDA error|cudaError\w+|CUDA_ERROR_\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|cuDNN error|Triton Error \[CUDA\]"
-        r"|AcceleratorError|CUDA driver error|device-side assert|illegal memory access|misaligned address")),
+        r"no CUDA-capable device is detected|CUDA-capable device\(s\) (?:is|are)|cudaErrorNoDevice|cudaErrorDevicesUnavailable"
+        r"|No CUDA GPUs are available|Unexpected error from cudaGetDeviceCount|CUDA driver initialization failed"
+        r"|CUDA_ERROR_NOT_INITIALIZED|CUDA_ERROR_NO_DEVICE|Found no NVIDIA driver|Torch not compiled with CUDA enabled"
+        r"|CUDA initialization: |cudaErrorInitializationError|system not yet initialized")),
     ("device_error", re.compile(
-        r"HIP error|hipError\w+|Triton Error \[HIP\]|ROCm error|NPU function error|NPU error|ACL error|aclnn\w* failed"
+        r"CUDA error|cudaError\w+|CUDA_ERROR_\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|cuDNN error|Triton Error \[(?:CUDA|HIP)\]"
+        r"|AcceleratorError|CUDA driver error|device-side assert|illegal memory access|misaligned address"
+        r"|HIP error|hipError\w+|ROCm error|NPU function error|NPU error|ACL error|aclnn\w* failed"
         r"|PTA call acl api failed|\bE[A-Z]?\d{4}: |\bERR\d{5}\b|XPU error|MUSA error")),
 )
 
@@ -882,6 +890,111 @@ def _copy_json(value):
     if isinstance(value, (list, tuple)):
         return [_copy_json(v) for v in value]
     return value
+
+
+class LogFollower:
+    """Reads what a (possibly not yet existing, rotated, truncated, or appended) log file gained.
+
+    Stateless between reads (the file is opened, read from the offset and closed each time), so a
+    follower restored from ``to_state()`` in a later module run continues exactly. Detects:
+
+    * the file appearing after the follower was created ("appeared": read from byte 0);
+    * a new file at the path, e.g. logrotate's create mode or a new run ("replaced": new inode, byte 0);
+    * truncation, e.g. logrotate's copytruncate ("truncated": the file is shorter than the offset, or
+      the bytes just before the offset changed, which catches a truncated file that already grew again).
+
+    Other OS errors (permissions) propagate to the caller.
+    """
+
+    _TAIL = 64  # bytes before the offset remembered to recognise the same file content
+
+    def __init__(self, path, offset=None, state=None):
+        self._path = path
+        self._reset_reason = None
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        if state is not None:
+            self._offset = int(state["offset"])
+            self._ino = state.get("ino")
+            self._dev = state.get("dev")
+            self._tail = bytes.fromhex(state.get("tail") or "")
+            pending = bytes.fromhex(state.get("pending") or "")
+            if pending:
+                self._decoder.setstate((pending, 0))
+            return
+        self._ino = None
+        self._dev = None
+        self._tail = b""
+        self._offset = 0
+        try:
+            handle = open(path, "rb")
+        except FileNotFoundError:
+            return
+        with handle:
+            info = os.fstat(handle.fileno())
+            self._ino, self._dev = info.st_ino, info.st_dev
+            self._offset = info.st_size if offset is None else max(0, int(offset))
+            if 0 < self._offset <= info.st_size:
+                start = max(0, self._offset - self._TAIL)
+                handle.seek(start)
+                self._tail = handle.read(self._offset - start)
+
+    @property
+    def path(self):
+        return self._path
+
+    @property
+    def offset(self):
+        """Byte offset up to which the file has been read (int)."""
+        return self._offset
+
+    @property
+    def reset_reason(self):
+        """None, or "appeared", "replaced" or "truncated" when the last read started over at byte 0."""
+        return self._reset_reason
+
+    def to_state(self):
+        """JSON-serialisable dict; ``LogFollower(path, state=...)`` continues exactly."""
+        pending = self._decoder.getstate()[0]
+        return {"offset": self._offset, "ino": self._ino, "dev": self._dev, "tail": self._tail.hex(),
+                "pending": pending.hex()}
+
+    def _restart(self, reason, info):
+        self._reset_reason = reason
+        self._ino, self._dev = info.st_ino, info.st_dev
+        self._offset = 0
+        self._tail = b""
+        self._decoder.reset()
+
+    def read(self, max_bytes=8 * 1024 * 1024):
+        """Return the text (UTF-8, errors replaced) appended since the last read; '' if nothing.
+
+        Reads only new bytes (seek), at most ``max_bytes`` per call; a multi-byte character split by
+        the read boundary is completed on the next call.
+        """
+        self._reset_reason = None
+        try:
+            handle = open(self._path, "rb")
+        except FileNotFoundError:
+            return ""   # not created yet, or rotated away and not recreated yet
+        with handle:
+            info = os.fstat(handle.fileno())
+            if self._ino is None:
+                self._restart("appeared", info)
+            elif (info.st_ino, info.st_dev) != (self._ino, self._dev):
+                self._restart("replaced", info)
+            elif info.st_size < self._offset:
+                self._restart("truncated", info)
+            elif self._tail:
+                handle.seek(self._offset - len(self._tail))
+                if handle.read(len(self._tail)) != self._tail:
+                    self._restart("truncated", info)
+            if info.st_size <= self._offset:
+                return ""
+            handle.seek(self._offset)
+            data = handle.read(max(1, int(max_bytes)))
+        self._offset += len(data)
+        self._tail = (self._tail + data)[-self._TAIL:]
+        return self._decoder.decode(data)
 
 
 def classify_text(text, crash_patterns=(), ignore_patterns=(), exited=None):
