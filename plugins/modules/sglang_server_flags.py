@@ -1,0 +1,243 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: sglang_server_flags
+short_description: List the server flags the installed SGLang release defines and check server arguments against them
+version_added: 0.1.0
+description:
+  - Reads the command-line flags of C(python -m sglang.launch_server) from the source of the installed SGLang release,
+    without importing SGLang (importing it needs the GPU stack).
+  - The definition is read with Python's C(ast) module from C(sglang/srt/server_args.py), starting at
+    C(ServerArgs.add_cli_args) and following every function it hands the parser to. From SGLang 0.5.14 most flags
+    are derived from annotated C(ServerArgs) fields (C(A[T, Arg(aliases=...)])), and from 0.5.23 from the namespace
+    classes in C(sglang/srt/arg_groups/fields/); both are read the same way. Aliases (for example
+    C(--tensor-parallel-size) for C(--tp-size)) and the C(--no-...) forms of C(argparse.BooleanOptionalAction)
+    flags are included.
+  - With O(args), checks a dict of server arguments (the input of the P(llmops.sglang.sglang_cli_args#filter)
+    filter) and fails when a flag is not defined by the installed release, naming each flag, the SGLang version and
+    close matches, or when a switch (a flag that takes no value) is given a value that is not a boolean.
+  - SGLang is located with the target interpreter O(python) (C(importlib.util.find_spec), which does not import it)
+    or given as O(sglang_path). The version is read from the C(sglang-*.dist-info/METADATA) beside the package, then
+    C(sglang/_version.py), then C(sglang/version.py) (RV(version_source) tells which).
+options:
+  python:
+    description:
+      - Interpreter of the environment where SGLang is installed, for example V(/opt/sglang/venv/bin/python).
+      - Only used to locate the package; ignored when O(sglang_path) is set.
+    type: path
+    default: python3
+  sglang_path:
+    description:
+      - The installed C(sglang) package directory (the one containing C(srt/server_args.py)), instead of locating it
+        with O(python).
+    type: path
+  args:
+    description:
+      - Server arguments to check, as given to the P(llmops.sglang.sglang_cli_args#filter) filter: keys are flag names
+        with or without C(--), underscores are read as dashes (V(tp_size) is C(--tp-size)).
+      - Values are only checked for switches (RV(boolean_flags)), which take V(true), V(false) or V(null).
+    type: dict
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - llmops.sglang._attributes.IDEMPOTENT
+attributes:
+  check_mode:
+    support: full
+    details: The module only reads files; it does the same in check mode.
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: Read-only; never reports a change.
+  platform:
+    platforms: posix
+notes:
+  - Python's argparse also accepts unambiguous prefixes of long flags (C(--tp) for C(--tp-size) while no other flag
+    starts with C(--tp)). This module treats them as unknown on purpose, because a prefix stops working as soon as a
+    release adds another flag with the same prefix; write the full name.
+  - Flags defined with a name that is not a string literal cannot be read from the source; they are reported in
+    RV(parser_warnings) (none in the releases 0.4.6 to 0.5.23).
+seealso:
+  - plugin: llmops.sglang.sglang_cli_args
+    plugin_type: filter
+  - module: llmops.sglang.sglang_patch_sm120
+author:
+  - llmops.sglang maintainers
+'''
+
+EXAMPLES = r'''
+- name: Check the server arguments against the installed SGLang before rendering the unit
+  llmops.sglang.sglang_server_flags:
+    python: /opt/sglang/venv/bin/python
+    args:
+      model-path: zai-org/GLM-5-FP8
+      tp_size: 8
+      enable-flashinfer-allreduce-fusion: true
+  register: sglang_flags
+
+- name: Render the command line, rejecting anything the installed release does not know
+  ansible.builtin.set_fact:
+    sglang_argv: >-
+      {{ sglang_args | llmops.sglang.sglang_cli_args(known_flags=sglang_flags.flags,
+                                                     boolean_flags=sglang_flags.boolean_flags) }}
+  vars:
+    sglang_args:
+      model-path: zai-org/GLM-5-FP8
+      tp_size: 8
+
+- name: Only use the new fusion flag where the release has it
+  ansible.builtin.debug:
+    msg: "SGLang {{ sglang_flags.sglang_version }} has --flashinfer-allreduce-fusion-backend"
+  when: "'--flashinfer-allreduce-fusion-backend' in sglang_flags.flags"
+'''
+
+RETURN = r'''
+sglang_path:
+  description: The C(sglang) package directory that was read.
+  returned: when SGLang was found
+  type: str
+  sample: /opt/sglang/venv/lib/python3.12/site-packages/sglang
+sglang_version:
+  description: Version of the installed SGLang release; V(null) when no version could be read.
+  returned: when SGLang was found
+  type: str
+  sample: 0.5.9
+version_source:
+  description: Where RV(sglang_version) was read.
+  returned: when SGLang was found
+  type: str
+  sample: dist-info METADATA (/opt/sglang/venv/lib/python3.12/site-packages/sglang-0.5.9.dist-info/METADATA)
+flags:
+  description: Every option string the server's argument parser defines, aliases included, sorted.
+  returned: success
+  type: list
+  elements: str
+  sample: ["--attention-backend", "--config", "--enable-flashinfer-allreduce-fusion", "--tensor-parallel-size", "--tp-size"]
+boolean_flags:
+  description:
+    - Flags that take no value (C(store_true), C(store_false), C(store_const), C(argparse.BooleanOptionalAction) and its
+      C(--no-...) forms, SGLang's own actions with C(nargs=0)), sorted.
+  returned: success
+  type: list
+  elements: str
+  sample: ["--enable-flashinfer-allreduce-fusion", "--trust-remote-code"]
+deprecated_flags:
+  description: Flags whose help text or action marks them as deprecated in this release, sorted.
+  returned: success
+  type: list
+  elements: str
+  sample: ["--enable-flashinfer-allreduce-fusion"]
+unknown:
+  description: Flags from O(args) that the installed release does not define (empty without O(args)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["--enforce-disable-flashinfer-allreduce-fusion"]
+did_you_mean:
+  description: For each flag in RV(unknown), the closest flags the release defines (may be empty).
+  returned: always
+  type: dict
+  sample: {"--enforce-disable-flashinfer-allreduce-fusion": ["--enable-flashinfer-allreduce-fusion"]}
+invalid_values:
+  description: Messages for switches in O(args) given a value that is not a boolean.
+  returned: always
+  type: list
+  elements: str
+  sample: ["--trust-remote-code takes no value (it is a switch); give it true or false, not 'yes please'"]
+source_files:
+  description: The SGLang source files the flags were read from, relative to the directory above the package.
+  returned: when the flags were read (also when O(args) fails the check)
+  type: list
+  elements: str
+  sample: ["sglang/srt/server_args.py"]
+parser_warnings:
+  description: Parts of the parser definition that could not be followed (flags they add are missing from RV(flags)).
+  returned: success
+  type: list
+  elements: str
+  sample: []
+'''
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_flags as sf
+from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import (
+    PatchError,
+    _resolve_python,
+    locate_package,
+    read_version,
+)
+
+
+def _locate(module):
+    path = module.params['sglang_path']
+    if path:
+        path = os.path.abspath(path)
+        if not os.path.isfile(os.path.join(path, 'srt', 'server_args.py')):
+            raise PatchError('%s is not an installed sglang package directory (no srt/server_args.py there). Pass the '
+                             'directory named "sglang" in site-packages, or the python option instead.' % path, sglang_path=path)
+        return path
+
+    def run(argv, data):
+        return module.run_command(argv, check_rc=False, cwd='/', environ_update={'LC_ALL': 'C', 'LANGUAGE': 'C'})
+    path, _info = locate_package(_resolve_python(module.params['python']), run)
+    return path
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type='path', default='python3'),
+            sglang_path=dict(type='path'),
+            args=dict(type='dict'),
+        ),
+        supports_check_mode=True,
+    )
+    result = dict(changed=False, unknown=[], did_you_mean={}, invalid_values=[])
+    try:
+        package_dir = _locate(module)
+    except PatchError as err:
+        result.update(err.context)
+        module.fail_json(msg=err.msg, **result)
+    version, source = read_version(package_dir)
+    result.update(sglang_path=package_dir, sglang_version=version, version_source=source)
+    try:
+        parsed = sf.parse_server_flags(sf.read_package_sources(package_dir))
+    except sf.FlagSourceError as err:
+        module.fail_json(msg='Could not read the server flags of SGLang %s at %s: %s. Check that the installation is complete '
+                             '(pip install --force-reinstall --no-deps sglang==%s) or report the release as unsupported.'
+                             % (version or '(unknown version)', package_dir, err, version or '<version>'), **result)
+    listing = dict(flags=parsed['flags'], boolean_flags=parsed['boolean_flags'], deprecated_flags=parsed['deprecated_flags'],
+                   source_files=parsed['files'], parser_warnings=parsed['warnings'])
+    for warning in parsed['warnings']:
+        module.warn('SGLang %s: %s' % (version, warning))
+    args = module.params['args'] or {}
+    unknown, problems = sf.check_args(args, parsed)
+    result['unknown'] = [u['flag'] for u in unknown]
+    result['did_you_mean'] = dict((u['flag'], u['did_you_mean']) for u in unknown)
+    result['invalid_values'] = problems
+    if unknown or problems:
+        parts = []
+        if unknown:
+            parts.append(sf.unknown_message(unknown, version))
+        parts.extend(problems)
+        module.fail_json(msg='%s. Fix the server arguments (flag names are checked against %s, read from %s) or install the '
+                             'SGLang release that has these flags.' % ('; '.join(parts), ', '.join(parsed['files'][:3]), package_dir),
+                         source_files=parsed['files'], **result)
+    result.update(listing)
+    used_deprecated = sorted(set(sf.flag_for_key(k) for k, v in args.items() if v is not None and v is not False) & set(parsed['deprecated_flags']))
+    for flag in used_deprecated:
+        module.warn('%s is deprecated in SGLang %s; see python -m sglang.launch_server --help for its replacement' % (flag, version))
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
