@@ -15,7 +15,7 @@ description:
     without importing SGLang (importing it needs the GPU stack).
   - The definition is read with Python's C(ast) module from C(sglang/srt/server_args.py), starting at
     C(ServerArgs.add_cli_args) and following every function it hands the parser to. From SGLang 0.5.14 most flags
-    are derived from annotated C(ServerArgs) fields (C(A[T, Arg(aliases=...)])), and from 0.5.23 from the namespace
+    are derived from annotated C(ServerArgs) fields (C(A[T, "help"]) or C(A[T, Arg]) with aliases), and from 0.5.23 from the namespace
     classes in C(sglang/srt/arg_groups/fields/); both are read the same way. Aliases (for example
     C(--tensor-parallel-size) for C(--tp-size)) and the C(--no-...) forms of C(argparse.BooleanOptionalAction)
     flags are included.
@@ -39,7 +39,7 @@ options:
     type: path
   args:
     description:
-      - Server arguments to check, as given to the P(llmops.sglang.sglang_cli_args#filter) filter: keys are flag names
+      - Server arguments to check, as given to the P(llmops.sglang.sglang_cli_args#filter) filter; keys are flag names
         with or without C(--), underscores are read as dashes (V(tp_size) is C(--tp-size)).
       - Values are only checked for switches (RV(boolean_flags)), which take V(true), V(false) or V(null).
     type: dict
