@@ -20,7 +20,7 @@
 #
 # Environment: LLMOPS_CI_DIR (work dir), LLMOPS_FLEET_DIR (test-host state, default /var/tmp/llmops-fleet),
 # LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_ARGS (extra pytest arguments).
-# Do not run the demo (demo/run.sh) at the same time: both use the llmops-hub test network.
+# Test hosts already up when it starts (e.g. a demo on a developer machine) are left running.
 
 set -uo pipefail
 
@@ -68,10 +68,29 @@ run_step() {
     return 0
 }
 
+fleet_nodes() {
+    local f
+    for f in "$LLMOPS_FLEET_DIR"/nodes/*.pid; do [[ -f $f ]] && basename "${f%.pid}"; done
+    return 0
+}
+# Test hosts that were already up before this run (someone's demo on a developer machine) are left
+# alone; on a CI machine there are none and everything is torn down with "down --all".
+PRE_NODES=$(fleet_nodes | tr '\n' ' ')
+fleet_cleanup() {
+    local new=() n
+    if [[ -z ${PRE_NODES// /} ]]; then
+        bash "$REPO/tests/infra/fleet.sh" down --all >/dev/null 2>&1 || true
+        return 0
+    fi
+    for n in $(fleet_nodes); do [[ " $PRE_NODES " == *" $n "* ]] || new+=("$n"); done
+    ((${#new[@]})) && { bash "$REPO/tests/infra/fleet.sh" down "${new[@]}" >/dev/null 2>&1 || true; }
+    return 0
+}
+
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
-    bash "$REPO/tests/infra/fleet.sh" down --all >/dev/null 2>&1 || true
+    fleet_cleanup
     local pids
     pids=$(jobs -p)
     [[ -n $pids ]] && kill $pids 2>/dev/null
@@ -171,7 +190,7 @@ run_step ansible-lint ansible-lint
 run_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .
 run_step molecule molecule_all
 run_step molecule-paramiko molecule_paramiko
-bash "$REPO/tests/infra/fleet.sh" down --all >/dev/null 2>&1 || true
+fleet_cleanup
 
 # ------------------------------------------------------------------ report, then pytest last
 PYTEST_DIRS=(tests/unit tests/integration)

@@ -254,6 +254,10 @@ alloc_index() {
     for f in "$DIR"/nodes/*.idx; do
         [[ -f $f ]] && used+="$(cat "$f") "
     done
+    # also indexes taken by nodes of another state directory on the same hub bridge
+    for f in $(ip -n "$HUB" -o link show 2>/dev/null | grep -oE 'llmops-v[0-9]+' || true); do
+        used+="${f#llmops-v} "
+    done
     for ((i = 1; i <= 200; i++)); do
         [[ $used == *" $i "* ]] || { echo "$i"; return; }
     done
