@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 
@@ -37,7 +38,40 @@ def _scalar(flag, value):
     return str(value)
 
 
-def sglang_cli_args(args):
+def _flag_list(value, option):
+    if value is None:
+        return None
+    if isinstance(value, str) or not is_sequence(value):
+        raise AnsibleFilterError(f"sglang_cli_args: {option} must be a list of flags such as ['--tp-size'], got {type(value).__name__}; "
+                                 "pass the flags or boolean_flags result of llmops.sglang.sglang_server_flags")
+    return set('--' + str(f).lstrip('-') for f in value)
+
+
+def _check_known(args, known_flags, boolean_flags):
+    """Reject flags the installed SGLang does not define and switches given a non-boolean value."""
+    known = _flag_list(known_flags, 'known_flags')
+    switches = _flag_list(boolean_flags, 'boolean_flags')
+    if known is None and switches is None:
+        return
+    unknown = []
+    for name, value in args.items():
+        flag = _flag(name)
+        if known is not None and flag not in known:
+            close = difflib.get_close_matches(flag, sorted(known), n=3, cutoff=0.6)
+            unknown.append(flag + (f" (did you mean {' or '.join(close)}?)" if close else ''))
+        elif switches is not None and flag in switches and value is not None and not isinstance(value, bool):
+            raise AnsibleFilterError(
+                f"sglang_cli_args: {flag} is a switch that takes no value; give it true (add the flag) or false (leave it out), "
+                f"not {value!r}"
+            )
+    if unknown:
+        raise AnsibleFilterError(
+            f"sglang_cli_args: the installed SGLang does not define {'this flag' if len(unknown) == 1 else 'these flags'}: "
+            f"{'; '.join(unknown)}. Fix the name, or drop the flag for this release (known_flags lists {len(known)} flags)"
+        )
+
+
+def sglang_cli_args(args, known_flags=None, boolean_flags=None):
     """Render a dict of SGLang server arguments as an argv list.
 
     Keys are flag names with or without the leading C(--); underscores become dashes, so
@@ -48,6 +82,10 @@ def sglang_cli_args(args):
     Keys keep the order of the dict.
 
     Raises AnsibleFilterError for a non-dict input or a malformed flag name.
+
+    With C(known_flags) (the RV(flags) of llmops.sglang.sglang_server_flags), a flag the installed release does not
+    define raises AnsibleFilterError naming it and its close matches. With C(boolean_flags), a switch given a value
+    that is not a boolean (or null) raises too.
     """
     if args is None:
         return []
@@ -56,6 +94,7 @@ def sglang_cli_args(args):
             f"sglang_cli_args: expected a dict of SGLang server arguments, got {type(args).__name__}; "
             "write them as a mapping, e.g. {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8}"
         )
+    _check_known(args, known_flags, boolean_flags)
     argv = []
     for name, value in args.items():
         flag = _flag(name)

@@ -67,3 +67,65 @@ def test_systemd_exec_args_leaves_plain_words_unquoted():
 def test_systemd_exec_args_rejects_string():
     with pytest.raises(AnsibleFilterError, match='expected a list'):
         systemd_exec_args('--port 1')
+
+
+# known_flags / boolean_flags: the lists come from llmops.sglang.sglang_server_flags; here a few real SGLang 0.5.9 flags.
+_KNOWN_059 = ['--model-path', '--model', '--tp-size', '--tensor-parallel-size', '--trust-remote-code',
+              '--enable-flashinfer-allreduce-fusion', '--cuda-graph-bs', '--mem-fraction-static']
+_SWITCHES_059 = ['--trust-remote-code', '--enable-flashinfer-allreduce-fusion']
+
+
+def test_cli_args_known_flags_accepts_defined_flags_and_aliases():
+    args = {'model_path': 'm', 'tensor-parallel-size': 2, '--trust-remote-code': True, 'cuda-graph-bs': [1, 2]}
+    assert sglang_cli_args(args, known_flags=_KNOWN_059, boolean_flags=_SWITCHES_059) == sglang_cli_args(args)
+
+
+def test_cli_args_known_flags_rejects_unknown_with_close_match():
+    args = {'model-path': 'm', 'enforce-disable-flashinfer-allreduce-fusion': True}
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_cli_args(args, known_flags=_KNOWN_059)
+    msg = str(err.value)
+    assert '--enforce-disable-flashinfer-allreduce-fusion' in msg
+    assert 'did you mean --enable-flashinfer-allreduce-fusion' in msg
+    assert '--model-path' not in msg.split('does not define')[1]
+
+
+def test_cli_args_known_flags_names_every_unknown_flag():
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_cli_args({'tp': 2, 'mem_fraction': 0.8, 'zzzz': 1}, known_flags=_KNOWN_059)
+    msg = str(err.value)
+    for flag in ('--tp ', '--mem-fraction ', '--zzzz'):
+        assert flag in msg + ' '
+    assert 'these flags' in msg
+    assert 'did you mean --mem-fraction-static' in msg
+
+
+def test_cli_args_unknown_flag_even_when_false():
+    # a flag the release does not have is an error even when it would be left out: the dict is wrong for this release
+    with pytest.raises(AnsibleFilterError, match='--enable-foo'):
+        sglang_cli_args({'enable-foo': False}, known_flags=_KNOWN_059)
+
+
+def test_cli_args_known_flags_without_dashes():
+    assert sglang_cli_args({'tp-size': 2}, known_flags=['tp-size']) == ['--tp-size', '2']
+
+
+@pytest.mark.parametrize('value', ['yes', 'true', 1, 0, ['a']])
+def test_cli_args_boolean_flags_reject_non_bool(value):
+    with pytest.raises(AnsibleFilterError, match='--trust-remote-code is a switch'):
+        sglang_cli_args({'trust_remote_code': value}, known_flags=_KNOWN_059, boolean_flags=_SWITCHES_059)
+
+
+@pytest.mark.parametrize('value, argv', [(True, ['--trust-remote-code']), (False, []), (None, [])])
+def test_cli_args_boolean_flags_accept_bool_and_null(value, argv):
+    assert sglang_cli_args({'trust-remote-code': value}, boolean_flags=_SWITCHES_059) == argv
+
+
+def test_cli_args_value_flag_is_not_checked_as_switch():
+    assert sglang_cli_args({'tp-size': 'not-a-number'}, boolean_flags=_SWITCHES_059) == ['--tp-size', 'not-a-number']
+
+
+@pytest.mark.parametrize('bad', ['--tp-size', {'--tp-size': 1}, 3])
+def test_cli_args_known_flags_must_be_a_list(bad):
+    with pytest.raises(AnsibleFilterError, match='known_flags must be a list'):
+        sglang_cli_args({'tp-size': 1}, known_flags=bad)
