@@ -462,13 +462,24 @@ cmd_down() {
         for f in "$DIR"/nodes/*.pid "$DIR"/nodes/*.addr; do
             [[ -f $f ]] && names+=("$(basename "${f%.*}")")
         done
+        mapfile -t names < <(printf '%s\n' "${names[@]}" | grep -v '^$' | sort -u || true)
+        # leftovers (a namespace or cgroup without a node in this state directory) are removed only
+        # when nothing runs in them: they may belong to nodes of another LLMOPS_FLEET_DIR
+        local stray=()
         for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^llmops-n-' || true); do
-            names+=("${ns#llmops-n-}")
+            stray+=("${ns#llmops-n-}")
         done
         for f in $(cg_roots); do
-            [[ -d $f ]] && for ns in "$f"/*/; do [[ -d $ns ]] && names+=("$(basename "$ns")"); done
+            [[ -d $f ]] && for ns in "$f"/*/; do [[ -d $ns ]] && stray+=("$(basename "$ns")"); done
         done
-        mapfile -t names < <(printf '%s\n' "${names[@]}" | grep -v '^$' | sort -u || true)
+        for ns in $(printf '%s\n' "${stray[@]}" | grep -v '^$' | sort -u || true); do
+            [[ " ${names[*]} " == *" $ns "* ]] && continue
+            if [[ -z $(cg_procs "$ns") ]]; then
+                names+=("$ns")
+            else
+                log "down --all: leaving node $ns alone (running, not in $DIR)"
+            fi
+        done
     else
         names=("$@")
     fi
@@ -477,7 +488,9 @@ cmd_down() {
         exec 9>"$DIR/.lock" && flock -w 60 9
         if ((${#names[@]})); then down_nodes "${names[@]}"; fi
         if ((all)); then
-            ip netns del "$HUB" 2>/dev/null || true
+            if ! ip netns list 2>/dev/null | grep -q '^llmops-n-'; then
+                ip netns del "$HUB" 2>/dev/null || true
+            fi
             find "$DIR/cp" -type s -delete 2>/dev/null || true
         fi
     ) || true
