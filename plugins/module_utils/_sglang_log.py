@@ -55,10 +55,11 @@ _LINE_TAIL = 28672
 _LINE_MARK = "\u2026[line truncated by llmops.sglang]\u2026"
 _LINE_MAX = _LINE_HEAD + len(_LINE_MARK) + _LINE_TAIL
 
-_CONTEXT_MAX = 40          # lines kept in error_context
+_CONTEXT_MAX = 40          # lines kept in error_context: the first _CONTEXT_HEAD and the latest ones
+_CONTEXT_HEAD = 8
 _CONTEXT_LINE_MAX = 1000   # characters kept per context line
 _RECENT_MAX = 5            # lines kept before an error for context
-_REFINE_MAX_LINES = 400    # lines after a crash in which the root cause may still be read
+_REFINE_MAX_LINES = 1000    # lines after a crash in which the root cause may still be read
 _CANDIDATE_TRAILER_MAX = 20  # unrecognised lines after a finished top-level traceback before it is dropped
 
 # Classes that a later root cause may replace (they say "something failed" but not what).
@@ -113,6 +114,7 @@ _CRASH_PHRASES = (
     (re.compile(r"Initialization failed\. warmup error"), "warmup_failed", True, False),
     (re.compile(r"Initialization failed\."), "traceback", False, False),
     (re.compile(r"scheduler died during initialization \(exit code: ?(-?\d+)"), "process_exited", False, True),
+    (re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code (-?\d+)"), "process_exited", False, True),
     (re.compile(r"scheduler is dead\b"), "process_exited", False, True),
     (re.compile(r"DataParallelController \d+ terminated with (-?\d+)"), "process_exited", False, True),
     (re.compile(r"[Cc]apture (?:cuda |CUDA |npu |NPU |piecewise |piecewise CUDA )?[Gg]raph failed"), "traceback", False, False),
@@ -235,7 +237,9 @@ def _gate_re(stage, extra):
     return regex
 
 
-_POST_READY_RE = re.compile(r"hit an exception|Received sigquit|SIGQUIT received")
+# After the ready line only a real exception counts as a (runtime) crash; "SIGQUIT received" alone is also
+# what a normal SIGTERM shutdown prints (0.5.16: "Subprocess detokenizer ... crashed with exit code -15").
+_POST_READY_RE = re.compile(r"hit an exception|Received sigquit from a child")
 
 
 def _cap_line(line):
@@ -303,6 +307,13 @@ def _max_stage(a, b):
     return a if _STAGE_INDEX[a] >= _STAGE_INDEX[b] else b
 
 
+def _context_add(context, line):
+    """Append to a bounded context list: keep its first _CONTEXT_HEAD lines and the latest ones."""
+    if len(context) >= _CONTEXT_MAX:
+        del context[_CONTEXT_HEAD]
+    context.append(_clip(line))
+
+
 def _new_tb(kind, line, lineno, before):
     """State of a traceback being read.
 
@@ -324,7 +335,8 @@ def _new_tb(kind, line, lineno, before):
         "exc": [],               # exception lines (first 5)
         "specific": None,        # most specific accelerator class named by exception/message lines
         "import_exc": False,
-        "arg_evidence": False,
+        "arg_frames": False,     # frames in argument/config handling (server_args.py, configs/, argparse ...)
+        "arg_exc": False,        # exception type typical of argument/config validation
         "frame_stage": None,
     }
 
@@ -635,8 +647,7 @@ class LogClassifier:
                 return
             if tb["done"]:
                 if _NOISE_RE.search(seg):
-                    if len(tb["context"]) < _CONTEXT_MAX:
-                        tb["context"].append(_clip(raw))
+                    _context_add(tb["context"], raw)
                     return
                 tb["after"] += 1
                 if tb["after"] > _CANDIDATE_TRAILER_MAX:
@@ -706,8 +717,7 @@ class LogClassifier:
 
     def _tb_line(self, tb, raw, seg, lineno):
         """Record one line that belongs to traceback ``tb``."""
-        if len(tb["context"]) < _CONTEXT_MAX:
-            tb["context"].append(_clip(raw))
+        _context_add(tb["context"], raw)
         frame = _FRAME_RE.match(seg)
         if frame:
             tb["prev_frame"] = True
@@ -716,7 +726,7 @@ class LogClassifier:
             tb["last_path"] = path
             tb["import_chain"] = False
             if _ARG_FRAME_RE.search(path):
-                tb["arg_evidence"] = True
+                tb["arg_frames"] = True
             stage = _frame_stage(path, func)
             if stage is not None:
                 tb["frame_stage"] = _max_stage(tb["frame_stage"], stage)
@@ -748,7 +758,7 @@ class LogClassifier:
             if _IMPORT_EXC_RE.search(seg):
                 tb["import_exc"] = True
             if _ARG_EXC_RE.search(seg):
-                tb["arg_evidence"] = True
+                tb["arg_exc"] = True
         tb["specific"] = _better(tb["specific"], _specific_class(seg))
 
     # ------------------------------------------------------------------ decisions
@@ -820,13 +830,12 @@ class LogClassifier:
             return base
         if tb["import_exc"] or (not tb["exc"] and tb["import_chain"]):
             return "import_error"
-        if tb["arg_evidence"]:
+        if tb["arg_frames"] or (tb["kind"] == "top" and tb["arg_exc"]):
             return "arg_error"
         return base
 
     def _add_context(self, line):
-        if len(self._context) < _CONTEXT_MAX:
-            self._context.append(_clip(line))
+        _context_add(self._context, line)
 
     def _crash(self, signature, raw, lineno, events, heads_tb):
         self._status = "crashed"
