@@ -77,10 +77,16 @@ def pip_command() -> list:
     return [sys.executable, '-m', 'pip']
 
 
+# Resolve as for a CPython 3.12 host whatever runs the tests (SGLang 0.5.x requires Python >= 3.10, so pip on
+# 3.9 would otherwise see no release); the platform tag is only needed for the platform wheels of 0.5.11+.
+TARGET_ARGS = ['--only-binary=:all:', '--python-version', '3.12']
+PLATFORM_ARGS = ['--platform', 'manylinux_2_34_x86_64']
+
+
 def download_args(version: str) -> list:
-    args = ['download', '--no-deps', '--disable-pip-version-check', 'sglang==%s' % version]
+    args = ['download', '--no-deps', '--disable-pip-version-check', 'sglang==%s' % version] + TARGET_ARGS
     if is_platform_release(version):
-        args += ['--only-binary=:all:', '--platform', 'manylinux_2_34_x86_64', '--python-version', '3.12']
+        args += PLATFORM_ARGS
     return args
 
 
@@ -170,7 +176,7 @@ def copy_tree(version: str, dest: Path) -> Path:
 
 def released_versions(minimum: str = '0.4.6') -> list:
     """Every plain release of sglang on the index, oldest first, from ``minimum`` on (pip index versions)."""
-    argv = pip_command() + ['index', 'versions', 'sglang', '--disable-pip-version-check']
+    argv = pip_command() + ['index', 'versions', 'sglang', '--disable-pip-version-check'] + TARGET_ARGS + PLATFORM_ARGS
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT, check=False)
     match = re.search(r'Available versions:\s*(.+)', proc.stdout)
     if proc.returncode != 0 or not match:

@@ -120,9 +120,10 @@ def one(version):
 
 
 def minor_ends(versions):
+    """First and last release of each X.Y.Z line (0.5.9 and 0.5.9.postN form one line)."""
     lines = {}
     for ver in versions:
-        lines.setdefault('.'.join(ver.split('.')[:2]), []).append(ver)
+        lines.setdefault('.'.join(ver.split('.')[:3]), []).append(ver)
     picked = []
     for vers in lines.values():
         for ver in (vers[0], vers[-1]):
@@ -149,7 +150,7 @@ def table(rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n', maxsplit=1)[0])
     parser.add_argument('versions', nargs='*', help='releases to check (default: every release from 0.4.6 on PyPI)')
-    parser.add_argument('--minor-ends', action='store_true', help='only the first and last release of each minor line')
+    parser.add_argument('--minor-ends', action='store_true', help='only the first and last release of each X.Y.Z line')
     parser.add_argument('--output', help='also write the markdown table to this file')
     args = parser.parse_args()
     versions = args.versions or sglang_wheels.released_versions('0.4.6')
