@@ -109,7 +109,7 @@ attributes:
     platforms: posix
 notes:
   - Restart the SGLang server after a change (RV(changed)); a running server keeps the old code. The role
-    M(llmops.sglang.sglang_sm120_patch) sets C(sglang_sm120_patch_changed) for the service role to do that.
+    C(llmops.sglang.sglang_sm120_patch) sets C(sglang_sm120_patch_changed) for the service role to do that.
   - "Release support (see the collection's C(docs/sm120-patch-matrix.md)): before 0.5.4 SGLang has no
     C(is_sm120_supported) helper, so nothing can be enabled (V(unsupported)); 0.5.7's auto-enable already includes SM120
     through C(is_blackwell_supported) (V(upstream_supports_sm120)); GLM-5 exists from 0.5.9; the resolver from 0.5.14.
