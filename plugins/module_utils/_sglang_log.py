@@ -200,7 +200,8 @@ _FRAME_STAGE = (
     ("warmup", re.compile(r"^(?:_wait_and_warmup|_execute_server_warmup)$"), None),
     ("cuda_graph", re.compile(r"cuda_graph|^_?capture\w*$|^init_\w*graphs?$|graph_runner"),
      re.compile(r"graph_runner|cuda_graph|npu_graph")),
-    ("kv_cache", re.compile(r"^(?:init_memory_pool|profile_max_num_token|init_attention_backend|_get_attention_backend\w*)$"),
+    ("kv_cache", re.compile(r"^(?:init_memory_pool\w*|profile_max_num_token|init_attention_backend|_get_attention_backend\w*"
+                            r"|kernel_warmup|\w*flashinfer_autotune\w*)$"),
      re.compile(r"/mem_cache/")),
     ("load_weights", re.compile(r"^(?:load_model|load_weights\w*|\w*weight_loader\w*|create_weights|load_weights_and_postprocess"
                                 r"|download_model|_load_\w*weights?\w*)$"), re.compile(r"/model_loader/")),
@@ -354,18 +355,6 @@ class LogClassifier:
         self._ignore_res = [re.compile(p) for p in self._ignore_sources]
         self._extra = tuple(self._crash_sources)
         self._gates = {}
-        self._reset()
-        if state is not None:
-            self._load_state(state)
-
-    # ------------------------------------------------------------------ state
-    _STATE_KEYS = (
-        "_status", "_line_stage", "_frame_stage_max", "_stages", "_signature", "_base_signature", "_error_line",
-        "_error_lineno", "_context", "_lineno", "_last_line", "_pending", "_recent", "_candidate", "_crash_tb",
-        "_refine_left", "_slow_left", "_leaked", "_exit_code", "_exited", "_post_ready_crash", "_flushed",
-    )
-
-    def _reset(self):
         self._status = "starting"
         self._line_stage = "start"
         self._frame_stage_max = None
@@ -388,6 +377,15 @@ class LogClassifier:
         self._exited = False
         self._post_ready_crash = False
         self._flushed = False
+        if state is not None:
+            self._load_state(state)
+
+    # ------------------------------------------------------------------ state
+    _STATE_KEYS = (
+        "_status", "_line_stage", "_frame_stage_max", "_stages", "_signature", "_base_signature", "_error_line",
+        "_error_lineno", "_context", "_lineno", "_last_line", "_pending", "_recent", "_candidate", "_crash_tb",
+        "_refine_left", "_slow_left", "_leaked", "_exit_code", "_exited", "_post_ready_crash", "_flushed",
+    )
 
     def to_state(self):
         """JSON-serialisable dict (bounded size); ``LogClassifier(state=c.to_state())`` continues exactly."""
@@ -763,11 +761,11 @@ class LogClassifier:
 
     # ------------------------------------------------------------------ decisions
     def _effective_stage(self):
+        """Furthest stage: progress lines of any rank, or the frames of the crash traceback if further
+        (an excerpt may start inside the traceback, or the failing rank got further than its last line)."""
         if self._status == "ready":
             return "ready"
-        if self._line_stage != "start" or self._frame_stage_max is None:
-            return self._line_stage
-        return self._frame_stage_max
+        return _max_stage(self._line_stage, self._frame_stage_max)
 
     def _set_stage(self, stage, line, lineno, events, now):
         if _STAGE_INDEX[stage] <= _STAGE_INDEX[self._line_stage]:
@@ -777,7 +775,7 @@ class LogClassifier:
         self._stage_event(before, line, lineno, events, now)
 
     def _fold_frames(self, tb):
-        """Stage from the frames of a crash traceback (used only when no progress line was seen)."""
+        """Stage from the frames of a crash traceback."""
         if tb is not None and tb["frame_stage"]:
             before = self._effective_stage()
             self._frame_stage_max = _max_stage(self._frame_stage_max, tb["frame_stage"])
@@ -949,6 +947,7 @@ class LogFollower:
 
     @property
     def path(self):
+        """The followed file's path."""
         return self._path
 
     @property
