@@ -51,6 +51,8 @@ OLD, NEW = '535.261.03-1', '535.309.01-0+deb12u1'
 DRIVER = ['libcuda1', 'libnvidia-ml1', 'libnvidia-pkcs11-openssl3', 'libnvidia-ptxjitcompiler1', 'nvidia-alternative', 'nvidia-smi']
 HELPERS = ['update-glx', 'glx-alternative-mesa', 'glx-alternative-nvidia', 'glx-diversions', 'nvidia-installer-cleanup',
            'nvidia-legacy-check', 'nvidia-support', 'pci.ids', 'libpci3', 'pciutils']
+# ansible.builtin.apt (used by the role) needs python3-apt on the host; the test host cannot reach Debian.
+PYTHON_APT = ['python3-apt', 'python-apt-common', 'distro-info-data']
 SOURCES = textwrap.dedent('''\
     Types: deb
     URIs: http://deb.debian.org/debian
@@ -90,7 +92,7 @@ def repo(tmp_path_factory):
     env = dict(os.environ, APT_CONFIG=str(apt / 'apt.conf'), LC_ALL='C')
     served = work / 'repo'
     served.mkdir()
-    specs = ['%s=%s' % (name, version) for name in DRIVER for version in (OLD, NEW)] + HELPERS
+    specs = ['%s=%s' % (name, version) for name in DRIVER for version in (OLD, NEW)] + HELPERS + PYTHON_APT
     update = _run(['apt-get', 'update', '-q'], env=env)
     download = _run(['apt-get', 'download'] + specs, env=env, cwd=str(served))
     if update.returncode != 0 or download.returncode != 0:
@@ -103,41 +105,61 @@ def repo(tmp_path_factory):
     yield {'dir': served, 'work': work}
 
 
-@pytest.fixture(scope='module')
-def host(repo):
-    name = 'nvfix%d' % (os.getpid() % 100000)
+def boot(repo, name, preinstall):
     up = _run([FLEET, 'up', name])
     assert up.returncode == 0, up.stderr[-3000:]
-    server = None
-    try:
+    if repo.get('server') is None:
         # The hub bridge exists once a node is up; serve the repository there.
-        server = subprocess.Popen(['ip', 'netns', 'exec', HUB, sys.executable, '-m', 'http.server', str(PORT), '--bind', HUB_ADDR,
-                                   '--directory', str(repo['dir'])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        inventory = repo['work'] / 'inventory.ini'
-        made = _run([FLEET, 'inventory', str(inventory), name])
-        assert made.returncode == 0, made.stderr
-        with open(os.path.join(FLEET_DIR, 'nodes', name + '.pid'), encoding='utf-8') as handle:
-            launcher = handle.read().strip()
-        leader = None
-        for dummy in range(50):
-            children = _run(['pgrep', '-P', launcher]).stdout.split()
-            if children:
-                leader = children[0]
-                break
-            time.sleep(0.1)
-        assert leader, 'no container leader process under nspawn pid %s' % launcher
-        node = {'name': name, 'inventory': inventory, 'leader': leader, 'repo': repo}
-        prepare = ssh(node, 'rm -f /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; '
-                      'echo "deb [trusted=yes] http://%s:%d/ ./" > /etc/apt/sources.list.d/llmops-nvidia-test.list; '
-                      'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends %s'
-                      % (HUB_ADDR, PORT, ' '.join('%s=%s' % (pkg, NEW) for pkg in DRIVER)))
-        assert prepare.returncode == 0, prepare.stdout[-3000:] + prepare.stderr[-3000:]
-        yield node
+        repo['server'] = subprocess.Popen(['ip', 'netns', 'exec', HUB, sys.executable, '-m', 'http.server', str(PORT), '--bind', HUB_ADDR,
+                                           '--directory', str(repo['dir'])], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    inventory = repo['work'] / ('inventory-%s.ini' % name)
+    made = _run([FLEET, 'inventory', str(inventory), name])
+    assert made.returncode == 0, made.stderr
+    with open(os.path.join(FLEET_DIR, 'nodes', name + '.pid'), encoding='utf-8') as handle:
+        launcher = handle.read().strip()
+    leader = None
+    for dummy in range(50):
+        children = _run(['pgrep', '-P', launcher]).stdout.split()
+        if children:
+            leader = children[0]
+            break
+        time.sleep(0.1)
+    assert leader, 'no container leader process under nspawn pid %s' % launcher
+    node = {'name': name, 'inventory': inventory, 'leader': leader, 'repo': repo}
+    command = ('rm -f /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; '
+               'echo "deb [trusted=yes] http://%s:%d/ ./" > /etc/apt/sources.list.d/llmops-nvidia-test.list; apt-get update -q' % (HUB_ADDR, PORT))
+    if preinstall:
+        command += ' && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ' + ' '.join(preinstall)
+    prepare = ssh(node, command)
+    assert prepare.returncode == 0, prepare.stdout[-3000:] + prepare.stderr[-3000:]
+    return node
+
+
+@pytest.fixture(scope='module')
+def fleet_repo(repo):
+    repo = dict(repo, server=None, nodes=[])
+    try:
+        yield repo
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
-        _run([FLEET, 'down', name])
+        if repo['server'] is not None:
+            repo['server'].terminate()
+            repo['server'].wait(timeout=10)
+        for name in repo['nodes']:
+            _run([FLEET, 'down', name])
+
+
+@pytest.fixture
+def host(fleet_repo):
+    name = 'nvfix%d' % (os.getpid() % 100000)
+    fleet_repo['nodes'].append(name)
+    return boot(fleet_repo, name, ['%s=%s' % (pkg, NEW) for pkg in DRIVER])
+
+
+@pytest.fixture
+def empty_host(fleet_repo):
+    name = 'nvrole%d' % (os.getpid() % 100000)
+    fleet_repo['nodes'].append(name)
+    return boot(fleet_repo, name, PYTHON_APT)
 
 
 def ssh(node, command):
@@ -240,3 +262,44 @@ def test_fix_with_real_apt(host):
     versions, holds = installed(host)
     assert set(versions.values()) == {OLD}
     assert holds == sorted(DRIVER)
+
+
+def test_role_userspace_only_installs_the_loaded_modules_version(empty_host):
+    """llmops.sglang.nvidia_driver in user-space-only mode, Debian source, on a host without NVIDIA packages."""
+    set_module(empty_host, OLD.split('-')[0])
+    out = empty_host['repo']['work'] / 'role-result.json'
+    playbook = empty_host['repo']['work'] / 'role.yml'
+    playbook.write_text(textwrap.dedent('''\
+        - hosts: all
+          gather_facts: true
+          roles:
+            - role: llmops.sglang.nvidia_driver
+              vars:
+                nvidia_driver_userspace_only: true
+                nvidia_driver_source: debian
+                # The test host's apt source is the local repository written by the test.
+                nvidia_driver_repo_manage: false
+          post_tasks:
+            - name: Write the final check
+              ansible.builtin.copy:
+                content: "{{ nvidia_driver_match_result | to_json }}"
+                dest: %s
+                mode: "0600"
+              delegate_to: localhost
+        ''') % out)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR='1', ANSIBLE_HOST_KEY_CHECKING='False')
+    argv = [ANSIBLE_PLAYBOOK, '-i', str(empty_host['inventory']), str(playbook), '-e', 'ansible_python_interpreter=/usr/bin/python3']
+    first = _run(argv, env=env)
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result['match'] is True
+    assert result['kernel_module']['version'] == OLD.split('-')[0]
+    versions, holds = installed(empty_host)
+    # libcuda1, libnvidia-ml1, nvidia-smi were named; their "=" dependencies came at the same version.
+    assert set(versions.values()) == {OLD}
+    assert {'libcuda1', 'libnvidia-ml1', 'nvidia-smi'} <= set(holds)
+    # Idempotent: a second run changes nothing.
+    second = _run(argv, env=env)
+    assert second.returncode == 0, second.stdout[-4000:]
+    recap = [line for line in second.stdout.splitlines() if empty_host['name'] in line and 'changed=' in line]
+    assert recap and 'changed=0' in recap[-1], second.stdout[-3000:]
