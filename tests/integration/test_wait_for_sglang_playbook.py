@@ -1,0 +1,333 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""End-to-end tests: real `ansible-playbook` (local connection) runs llmops.sglang.wait_for_sglang while a writer
+appends a real corpus log line by line, a real child process exits, or the SGLang stand-in server
+(tests/standin/sglang_standin.py: replays a recorded log and serves SGLang's HTTP status codes) runs.
+
+Run: PYTHONPATH=<dir holding ansible_collections> python -m pytest tests/integration/test_wait_for_sglang_playbook.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import ansible_collections.llmops.sglang as collection
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "fixtures" / "sglang-logs"
+STANDIN = REPO / "tests" / "standin" / "sglang_standin.py"
+COLLECTIONS_PATH = Path(list(collection.__path__)[0]).parents[2]
+PLAYBOOK_BIN = shutil.which("ansible-playbook", path=os.path.dirname(sys.executable)) or shutil.which("ansible-playbook")
+
+pytestmark = pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook is not installed next to this python")
+
+PLAYBOOK = """
+- name: Wait for SGLang
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Wait for the server
+      llmops.sglang.wait_for_sglang: "{{ wait_args }}"
+      register: sglang_wait
+      ignore_errors: true  # the test reads the registered result
+
+    - name: Save the result for the test
+      ansible.builtin.copy:
+        content: "{{ sglang_wait | to_json }}"
+        dest: "{{ result_file }}"
+        mode: "0644"
+"""
+
+
+def expected(case):
+    return json.loads((CORPUS / case / "expected.json").read_text())
+
+
+def corpus(case):
+    return (CORPUS / case / "server.log").read_bytes()
+
+
+def run_playbook(tmp_path, wait_args, verbosity=0, check=False, timeout=180):
+    pb = tmp_path / "wait.yml"
+    pb.write_text(PLAYBOOK)
+    result_file = tmp_path / "result.json"
+    extra = {"wait_args": wait_args, "result_file": str(result_file), "ansible_python_interpreter": sys.executable}
+    (tmp_path / "extra.json").write_text(json.dumps(extra))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"), ANSIBLE_REMOTE_TMP=str(tmp_path / "ansible-remote"))
+    argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(pb), "-e", "@%s" % (tmp_path / "extra.json")]
+    if verbosity:
+        argv.append("-" + "v" * verbosity)
+    if check:
+        argv.append("--check")
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, check=False)
+    took = time.monotonic() - t0
+    if check:
+        return proc, None, took
+    assert result_file.exists(), proc.stdout + proc.stderr
+    return proc, json.loads(result_file.read_text()), took
+
+
+def module_started(remote_tmp, timeout):
+    """Wait until this test's wait_for_sglang module process runs (ansible-playbook start-up time varies with load);
+    its AnsiballZ file lives under this test's ANSIBLE_REMOTE_TMP."""
+    marker = str(remote_tmp).encode()
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmdline = f.read()
+                    if b"AnsiballZ_wait_for_sglang" in cmdline and marker in cmdline:
+                        return True
+            except OSError:
+                continue
+        time.sleep(0.05)
+    return False
+
+
+class Writer(threading.Thread):
+    """Appends a corpus log line by line (keeping CR progress bars and a missing final newline as they are)."""
+
+    def __init__(self, path, data, start_after=0.0, line_delay=0.004, mode="ab", before=None, remote_tmp=None):
+        super().__init__(daemon=True)
+        self.remote_tmp = remote_tmp or (Path(path).parent / "ansible-remote")
+        self.path, self.data, self.start_after, self.line_delay, self.mode, self.before = (
+            path, data, start_after, line_delay, mode, before)
+
+    def run(self):
+        if self.start_after:
+            assert module_started(self.remote_tmp, timeout=60)
+        time.sleep(self.start_after)
+        if self.before:
+            self.before()
+        lines = self.data.splitlines(True)
+        with open(self.path, self.mode) as f:
+            for line in lines:
+                f.write(line)
+                f.flush()
+                time.sleep(self.line_delay)
+
+
+def test_ready_case_prints_progress_and_succeeds(tmp_path):
+    case = "gb10-dflash-spec-decoding-ready"
+    log = tmp_path / "server.log"
+    w = Writer(log, corpus(case), start_after=1.0, line_delay=0.01)
+    w.start()
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 30})
+    w.join()
+    assert proc.returncode == 0, proc.stdout
+    assert res["status"] == "ready" and res["ready"] is True and res["stage"] == "ready"
+    progress = [ln for ln in proc.stdout.splitlines() if ln.startswith("localhost: ")]
+    assert progress and progress[-1].startswith("localhost: ready (")
+    assert [s["stage"] for s in res["stages"]][-1] == "ready"
+
+
+def test_crash_case_fails_with_signature_and_error_line(tmp_path):
+    case = "rocm-tp2-oom-both-ranks-at-weight-init"
+    exp = expected(case)
+    log = tmp_path / "server.log"
+    w = Writer(log, corpus(case), start_after=1.0)
+    w.start()
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60})
+    w.join()
+    assert "ignored=1" in proc.stdout or "ignored: 1" in proc.stdout.replace("=", ": ")
+    assert res["failed"] is True and res["status"] == "crashed"
+    assert (res["signature"], res["stage"], res["error_line"]) == (exp["signature"], exp["stage"], exp["first_error_line"])
+    assert "localhost: crashed at %s: %s (" % (exp["stage"], exp["signature"]) in proc.stdout
+    assert res["msg"].startswith("SGLang on localhost crashed after ")
+
+
+def test_file_appearing_late(tmp_path):
+    case = "rocm-tp2-multimodal-ready-no-cuda-graph"
+    log = tmp_path / "logs" / "server.log"
+    log.parent.mkdir()
+    w = Writer(log, corpus(case), start_after=1.0, remote_tmp=tmp_path / "ansible-remote")
+    w.start()
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60, "stall_timeout": 30})
+    w.join()
+    assert proc.returncode == 0, proc.stdout
+    assert res["status"] == "ready" and res["elapsed"] >= 0.5
+
+
+def test_truncation_of_an_old_log_mid_wait(tmp_path):
+    """An old run's log is present (its ready line must not count); the file is truncated (copytruncate) and the new
+    run crashes."""
+    case = "warmup-502-initialization-failed-killed"
+    exp = expected(case)
+    log = tmp_path / "server.log"
+    log.write_bytes(corpus("gb10-dflash-spec-decoding-ready"))
+
+    def truncate():
+        with open(log, "r+b") as f:
+            f.truncate(0)
+
+    w = Writer(log, corpus(case), start_after=1.0, before=truncate)
+    w.start()
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
+    w.join()
+    assert res["status"] == "crashed" and res["signature"] == exp["signature"] and res["log_reset"] == "truncated"
+    assert res["error_line"] == exp["first_error_line"]
+
+
+def test_rotation_to_a_new_file_mid_wait(tmp_path):
+    case = "rtx3090-marlin-check-failure-in-piecewise-capture"
+    exp = expected(case)
+    log = tmp_path / "server.log"
+    log.write_bytes(corpus("gb10-dflash-spec-decoding-ready"))
+
+    def rotate():
+        os.rename(log, str(log) + ".1")
+
+    w = Writer(log, corpus(case), start_after=1.0, before=rotate)
+    w.start()
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
+    w.join()
+    assert res["status"] == "crashed" and res["log_reset"] in ("replaced", "appeared")
+    assert (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])
+
+
+def test_appended_earlier_run_with_log_offset(tmp_path):
+    case = "appended-crash-then-ready-same-host"
+    exp = expected(case)
+    data = corpus(case)
+    offset = exp["new_run_offset_bytes"]
+    log = tmp_path / "server.log"
+    log.write_bytes(data[:offset])  # the earlier run crashed; its traceback is in the file
+    w = Writer(log, data[offset:], start_after=1.0)
+    w.start()
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": offset, "timeout": 60})
+    w.join()
+    assert proc.returncode == 0, proc.stdout
+    assert res["status"] == "ready" and res["signature"] is None and res["log_offset_end"] <= len(data)
+
+
+def test_stale_offset_beyond_eof_reads_from_zero(tmp_path):
+    case = "rotated-log-stale-offset-beyond-eof"
+    exp = expected(case)
+    log = tmp_path / "server.log"
+    w = Writer(log, corpus(case), start_after=1.0)
+    w.start()
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": exp["stale_offset_bytes"], "timeout": 60})
+    w.join()
+    assert res["status"] == "crashed" and (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])
+
+
+def test_real_child_process_exit_with_pid_watch(tmp_path):
+    log = tmp_path / "server.log"
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "f = open(sys.argv[1], 'a')\n"
+        "f.write('[2026-06-11 05:10:02 TP0] Init torch distributed begin.\\n'); f.flush()\n"
+        "time.sleep(4)\n"
+        "sys.exit(1)\n"), str(log)])
+    try:
+        proc, res, took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60})
+    finally:
+        child.wait()
+    assert res["status"] == "crashed" and res["signature"] == "process_exited" and res["stage"] == "init_distributed"
+    assert res["exited"]["by"] == "pid" and took < 20
+
+
+def test_stall_at_nccl_init(tmp_path):
+    case = "gb200-two-node-hang-after-nccl-version"
+    log = tmp_path / "server.log"
+    log.write_bytes(corpus(case))
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 2})
+    assert res["status"] == "stalled" and res["stage"] == "init_distributed" and "NCCL" in res["msg"]
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture()
+def standin(tmp_path):
+    """Start the SGLang stand-in (a real process replaying a recorded log to its stderr = the log file, serving HTTP)."""
+    procs = []
+
+    def start(case, api_key=None, served="Qwen/Qwen3-8B", max_seconds=3.0):
+        port = _free_port()
+        log = tmp_path / ("standin-%d.log" % port)
+        argv = [sys.executable, str(STANDIN), "--recording", str(CORPUS / case), "--max-seconds", str(max_seconds),
+                "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served]
+        if api_key:
+            argv += ["--api-key", api_key]
+        with open(log, "ab") as f:
+            p = subprocess.Popen(argv, stderr=f, stdout=subprocess.DEVNULL)
+        procs.append(p)
+        return p, log, "http://127.0.0.1:%d" % port
+
+    yield start
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.skipif(not STANDIN.exists(), reason="SGLang stand-in not present")
+def test_http_ready_with_api_key_through_standin(tmp_path, standin):
+    proc_s, log, url = standin("gb10-dflash-spec-decoding-ready", api_key="sk-test")
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url,
+                                           "api_key": "sk-test", "served_model_name": "Qwen/Qwen3-8B", "timeout": 60})
+    assert proc.returncode == 0, proc.stdout
+    assert res["status"] == "ready" and res["models"] == ["Qwen/Qwen3-8B"]
+    assert res["http"]["health"]["status"] == 200 and "sk-test" not in proc.stdout + json.dumps(res)
+
+
+@pytest.mark.skipif(not STANDIN.exists(), reason="SGLang stand-in not present")
+def test_http_401_without_api_key_fails_at_once(tmp_path, standin):
+    proc_s, log, url = standin("gb10-dflash-spec-decoding-ready", api_key="sk-test", max_seconds=2.0)
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url,
+                                           "timeout": 60})
+    assert res["status"] == "error" and "HTTP 401" in res["msg"] and "api_key" in res["msg"]
+    assert res["elapsed"] < 15
+
+
+@pytest.mark.skipif(not STANDIN.exists(), reason="SGLang stand-in not present")
+def test_standin_crash_exits_and_is_reported(tmp_path, standin):
+    case = "warmup-502-initialization-failed-killed"
+    exp = expected(case)
+    proc_s, log, url = standin(case, max_seconds=2.0)
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url, "timeout": 60})
+    assert res["status"] == "crashed" and res["signature"] == exp["signature"]
+
+
+def test_check_mode_reports_without_failing(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_bytes(corpus("tp2-stuck-in-cuda-graph-capture"))
+    proc, _, took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 900}, check=True)
+    assert proc.returncode == 0 and "failed=0" in proc.stdout and took < 30
+
+
+def test_verbose_shows_new_log_lines(tmp_path):
+    case = "warmup-502-initialization-failed-killed"
+    log = tmp_path / "server.log"
+    w = Writer(log, corpus(case), start_after=1.0)
+    w.start()
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60}, verbosity=1)
+    w.join()
+    assert res["status"] == "crashed"
+    assert "<localhost> " in proc.stdout and "Uvicorn running on" in proc.stdout
