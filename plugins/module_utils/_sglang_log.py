@@ -70,8 +70,8 @@ _SPECIFIC_ORDER = ("driver_mismatch", "unsupported_arch", "cuda_oom", "nccl_erro
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]")
 
 # SGLang's own log prefix: "[2025-08-25 22:39:27] ", "[2025-08-25 22:39:27 TP3] ", "[... DP1 TP0 EP1] ",
-# 0.2.x "[gpu=0] ", and the tokenizer-manager style "[2025-08-25 22:39:27,123] ".
-_SGLANG_PREFIX_RE = re.compile(r"^\[(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*|gpu=\d+[^\]]*)\] ")
+# 0.2.x "[gpu=0] " / "[gpu_id=0] ", the tokenizer-manager style "[2025-08-25 22:39:27,123] " and the year-less "[12-16 14:27:08] ".
+_SGLANG_PREFIX_RE = re.compile(r"^\[(?:(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*|gpu(?:_id)?=\d+[^\]]*)\] ")
 
 _ARGS_RE = re.compile(r"server_args=|ServerArgs\(|port_args=PortArgs\(")
 
@@ -81,7 +81,7 @@ _STAGE_PATTERNS = (
     ("ready", re.compile(r"The server is fired up and ready to roll")),
     ("warmup", re.compile(
         r"\"(?:GET|POST) /(?:get_)?model_info\b|\"POST /(?:generate|encode|v1/embeddings|classify)\b"
-        r"|(?:Start|End) of (?:pd |prefill |decode )?(?:disaggregation )?(?:mode )?warmup"
+        r"|(?:Start|End) of (?:pd |prefill |decode )?(?:disaggregation )?(?:mode )?warmup|Prefill batch[.,] "
         r"|Initialization failed\. warmup error")),
     ("http_listening", re.compile(r"Uvicorn running on")),
     ("cuda_graph", re.compile(
@@ -98,7 +98,7 @@ _STAGE_PATTERNS = (
 )
 _STAGE_GATES = {
     "ready": ("The server is fired",),
-    "warmup": ("GET /", "POST /", "Start of ", "End of ", "zation failed"),
+    "warmup": ("GET /", "POST /", "Start of ", "End of ", "zation failed", "Prefill batch"),
     "http_listening": ("Uvicorn running on",),
     "cuda_graph": ("Captur",),
     "kv_cache": ("Load weight ", "KV Cache", "Memory pool end", "x_total_num_tokens", "FlashInfer autotune"),
@@ -121,7 +121,7 @@ _CRASH_PHRASES = (
     (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"), "cuda_oom", False, False),
     (re.compile(r"No supported CUDA architectures found for major versions"), "unsupported_arch", False, False),
     (re.compile(r"FlashInfer allreduce fusion requires SM90"), "unsupported_arch", False, False),
-    (re.compile(r"^\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] Traceback \(most recent call last\)"), "traceback", True, False),
+    (re.compile(r"^\[(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] Traceback \(most recent call last\)"), "traceback", True, False),
     (re.compile(r"Exception in (?:ModelTpServer|ModelRpcServer|ControllerSingle|ControllerMulti|run_tp_server"
                 r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b"), "traceback", True, False),
     (re.compile(r"^Fatal Python error: "), "traceback", False, False),
@@ -129,7 +129,7 @@ _CRASH_PHRASES = (
     (re.compile(r": error: (?:argument |unrecognized arguments|the following arguments are required|ambiguous option)"),
      "arg_error", False, True),
     (re.compile(r"resource_tracker: There appear to be \d+ leaked"), "silent_exit", False, True),
-    (re.compile(r"^Killed\s*$"), "silent_exit", False, True),
+    (re.compile(r"^(?:Killed|\u5df2\u6740\u6b7b)\s*$"), "silent_exit", False, True),   # "Killed" (zh_CN: \u5df2\u6740\u6b7b)
     (re.compile(r"^(?:Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception)"
                 r"(?: \(core dumped\))?\s*$"), "process_exited", False, True),
 )
@@ -156,7 +156,7 @@ _CLASS_PATTERNS = (
     ("nccl_error", re.compile(
         r"NCCL error|nccl\w*Error\b|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError"
         r"|ncclInvalidArgument|DistBackendError|ProcessGroupNCCL.{0,80}(?i:timed? ?out|watchdog)|HCCL error"
-        r"|Hccl\w* failed|RCCL error|connectFullMesh failed")),
+        r"|Hccl\w* failed|RCCL error|connectFullMesh failed|gloo/transport/|ProcessGroupGloo")),
     ("cuda_error", re.compile(
         r"no CUDA-capable device is detected|CUDA-capable device\(s\) (?:is|are)|cudaErrorNoDevice|cudaErrorDevicesUnavailable"
         r"|No CUDA GPUs are available|Unexpected error from cudaGetDeviceCount|CUDA driver initialization failed"
@@ -186,7 +186,7 @@ _CHAIN_RE = re.compile(r"^(?:The above exception was the direct cause of the fol
                        r"|During handling of the above exception, another exception occurred:)\s*$")
 _CARET_RE = re.compile(r"^\s*[\^~]+\s*$")
 _EXC_RE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Failed|Fault|Abort)(?::(?:\s.*)?)?\s*$"
+    r"^(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Failure|Failed|Fault|Abort)(?::(?:\s.*)?)?\s*$"
     r"|^(?:[A-Za-z_]\w*\.)+[A-Z]\w*: .*$|^(?:AssertionError|StopIteration|KeyboardInterrupt)\s*$")
 _NOISE_RE = re.compile(
     r"^\s*$|^\s+warnings\.warn\(|^\S+\.py:\d+: \w*Warning: |resource_tracker|^Killed\s*$|^\s*(?:/\S+ )?Terminated\s*$"
@@ -216,7 +216,7 @@ _FRAME_STAGE = (
 _CRASH_GATES = (
     "Error", "xception", "Abort", "Traceback", "File \"", "quit from a child", "QUIT", "zation failed", "xit code",
     "uler is dead", "ParallelController", "Fatal Python", "wing an instance of", "\nusage: ", "There appear to be",
-    "Killed", "Segmentation fault", "Bus error", "Illegal instruction",
+    "Killed", "\u5df2\u6740\u6b7b", "Segmentation fault", "Bus error", "Illegal instruction",
 )
 _CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in _CRASH_GATES))
 _USAGE_RE = re.compile(r"^usage: ")
@@ -602,8 +602,14 @@ class LogClassifier:
                 self._set_stage(stage, raw, lineno, events, now)
             if exit_evidence and signature == "silent_exit":
                 self._leaked = True
+            if tb is not None and kind == "exc":
+                # e.g. "Exception: Capture cuda graph failed: CUDA out of memory ..." ends the traceback
+                self._tb_line(tb, raw, seg, lineno)
             if tb is not None and tb["line"] is not None:
                 base = None if (exit_evidence or signature in _GENERIC) else signature
+                if exit_evidence and kind == "exc":
+                    # the launcher's own traceback reporting that a child died (exit code): the death is the cause
+                    base = signature
                 self._adopt_candidate(base, raw, lineno, events, heads_tb=heads_tb)
                 return
             if tb is not None:

@@ -466,6 +466,66 @@ def test_old_formats():
     assert [s["stage"] for s in res["stages"]] == ["start", "init_distributed", "http_listening", "warmup", "ready"]
 
 
+def test_v02_gpu_id_prefix_and_warmup_killed():
+    """0.2.x issue format (sgl-project/sglang#744) and a localised shell kill message (#16855)."""
+    text = ("[gpu_id=0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=15.61 GB\n"
+            "[gpu_id=1] Capture cuda graph begin. This can take up to several minutes.\n"
+            "INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\n"
+            "[2026-01-10 13:23:26 TP0] Prefill batch, #new-seq: 1, #new-token: 2163, #cached-token: 41\n")
+    res = classify_text(text)
+    assert (res["status"], res["stage"]) == ("starting", "warmup")
+    assert [s["stage"] for s in res["stages"]] == ["start", "kv_cache", "cuda_graph", "http_listening", "warmup"]
+    res = classify_text(text + "\n\u5df2\u6740\u6b7b\n")
+    assert (res["status"], res["signature"], res["error_lineno"]) == ("crashed", "silent_exit", 6)
+
+
+def test_year_less_prefix_is_an_sglang_line():
+    text = ("Traceback (most recent call last):\n"
+            '  File "/venv/lib/python3.12/site-packages/sglang/cli/main.py", line 26, in main\n'
+            "ValueError: x\n"
+            "[12-16 14:27:08] Using default chat template\n")
+    assert classify_text(text)["status"] == "starting"   # SGLang went on logging: benign
+    res = classify_text("[12-16 14:27:08] Rank 0 scheduler is dead. Please check if there are relevant logs.\n")
+    assert (res["status"], res["signature"]) == ("crashed", "process_exited")
+
+
+SCHEDULER_TB_NO_HEADER = (
+    "Traceback (most recent call last):\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 1748, in run_scheduler_process\n'
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, dp_rank)\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 934, in init_cuda_graphs\n'
+    "    self.cuda_graph_runner = CudaGraphRunner(self)\n"
+    '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/cuda_graph_runner.py", line 269, in __init__\n'
+    "    raise Exception(\n"
+)
+
+
+@pytest.mark.parametrize("message, signature", [
+    ("CUDA out of memory. Tried to allocate 448.00 MiB. GPU 7 has a total capacity of 95.00 GiB", "cuda_oom"),
+    ("[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [192.0.2.7]:7215", "nccl_error"),
+    ("invalid argument", "traceback"),
+])
+def test_capture_failed_exception_in_a_pasted_traceback(message, signature):
+    """Issue excerpts often start at the scheduler's bare traceback (sgl-project/sglang#4489, #5285, #4205)."""
+    text = SCHEDULER_TB_NO_HEADER + "Exception: Capture cuda graph failed: " + message + "\n" + "Possible solutions:\n"
+    res = classify_text(text)
+    assert (res["status"], res["stage"], res["signature"]) == ("crashed", "cuda_graph", signature)
+    assert (res["error_line"], res["error_lineno"]) == ("Traceback (most recent call last):", 1)
+
+
+@pytest.mark.parametrize("code, signature", [("-9", "silent_exit"), ("-3", "process_exited")])
+def test_launcher_traceback_reporting_a_dead_scheduler(code, signature):
+    """0.5.10+: the launcher raises RuntimeError naming the scheduler's exit code (sgl-project/sglang#25118)."""
+    text = ("[2026-05-12 10:00:00 TP0] Load weight begin. avail mem=180.1 GB\n"
+            "Traceback (most recent call last):\n"
+            '  File "/sgl-workspace/sglang/python/sglang/srt/entrypoints/engine.py", line 1277, in _wait_for_scheduler_ready\n'
+            "    raise _scheduler_died_error(i, scheduler_procs[i])\n"
+            "RuntimeError: Rank 0 scheduler died during initialization (exit code: %s). If exit code is -9 (SIGKILL), "
+            "a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.\n" % code)
+    res = classify_text(text)
+    assert (res["status"], res["stage"], res["signature"], res["error_lineno"]) == ("crashed", "load_weights", signature, 2)
+
+
 def test_newer_stage_names():
     text = ("[2026-03-01 10:00:00 TP0] Init parallel begin.\n"
             "[2026-03-01 10:00:02 TP0] Load weight begin. avail mem=178.1 GB\n"
