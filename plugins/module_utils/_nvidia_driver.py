@@ -60,6 +60,7 @@ _BANNER_BODY = (
     r'\s+(?P<version>' + _V + r')\b'
 )
 _PROC_RE = re.compile(r'NVRM version:\s*' + _BANNER_BODY)
+_PROC_FALLBACK_RE = re.compile(r'NVRM version:[^\n]*?\s(?P<version>\d{2,3}\.\d+(?:\.\d+)?)(?=\s|$)')
 _GCC_RE = re.compile(r'^GCC version:\s*(?P<gcc>.*?)\s*$', re.M)
 
 
@@ -82,9 +83,15 @@ def parse_proc_version(text):
     if not text:
         return None
     match = _PROC_RE.search(text)
-    if not match:
-        return None
-    facts = _banner_facts(match)
+    if match:
+        facts = _banner_facts(match)
+    else:
+        # Unknown wording between "NVRM version:" and the version: take the first version on the line.
+        match = _PROC_FALLBACK_RE.search(text)
+        if not match:
+            return None
+        facts = {'version': match.group('version'), 'flavor': 'open' if re.search(r'\bOpen Kernel Module\b', match.group(0)) else None,
+                 'arch': None}
     line_end = text.find('\n', match.start())
     facts['banner'] = text[match.start():line_end if line_end >= 0 else None].strip()
     gcc = _GCC_RE.search(text)
@@ -343,6 +350,9 @@ DPKG_QUERY_FORMAT = '${db:Status-Abbrev}\\t${binary:Package}\\t${Version}\\t${Ar
 RPM_QUERY_FORMAT = '%{NAME}\\t%{EPOCHNUM}\\t%{VERSION}\\t%{RELEASE}\\t%{ARCH}\\t%{SUMMARY}\\n'
 
 _DPKG_ROW_RE = re.compile(r'^(?P<status>[uihrp][ncHUFWti][ R]?)\s+(?P<name>\S+)\s+(?P<version>\S+)\s+(?P<arch>\S+)(?:\s+(?P<summary>.*?))?\s*$')
+_DNF_LIST_RE = re.compile(r'^(?P<name>\S+)\.(?P<arch>x86_64|i686|i586|i386|noarch|aarch64|ppc64le|s390x|armv7hl)\s+'
+                          r'(?:(?P<epoch>\d+):)?(?P<version>[^-\s]+)-(?P<release>\S+)(?:\s+(?P<repo>\S+))?\s*$')
+_DNF_NAME_ONLY_RE = re.compile(r'^\S+\.(?:x86_64|i686|i586|i386|noarch|aarch64|ppc64le|s390x|armv7hl)\s*$')
 _RPM_ARCHES = ('x86_64', 'i686', 'i586', 'i386', 'noarch', 'aarch64', 'ppc64le', 's390x', 'armv7hl', 'src')
 
 
@@ -394,10 +404,24 @@ def parse_dpkg(text):
     return packages
 
 
-def parse_rpm(text):
-    """Parse ``rpm -qa`` NEVRA lines or the tab-separated ``rpm -qa --qf`` format above."""
-    packages = []
+def _join_wrapped_dnf_lines(text):
+    """dnf wraps a long "name.arch" onto its own line and indents the version below it."""
+    lines = []
     for line in (text or '').splitlines():
+        if lines and line[:1].isspace() and _DNF_NAME_ONLY_RE.match(lines[-1]):
+            lines[-1] = lines[-1].rstrip() + ' ' + line.strip()
+        else:
+            lines.append(line)
+    return lines
+
+
+def parse_rpm(text):
+    """Parse ``rpm -qa`` NEVRA lines, the tab-separated ``rpm -qa --qf`` format above, or ``dnf list installed``.
+
+    ``dnf list`` rows count only when their repository column starts with ``@`` (installed).
+    """
+    packages = []
+    for line in _join_wrapped_dnf_lines(text):
         line = line.strip()
         if not line or line.startswith('#'):
             continue
@@ -408,6 +432,16 @@ def parse_rpm(text):
             name, epoch, version, release, arch = (part.strip() for part in parts[:5])
             summary = parts[5].strip() if len(parts) > 5 else ''
             epoch = None if epoch in ('', '0', '(none)') else epoch
+        elif len(line.split()) >= 2 and _DNF_LIST_RE.match(line):
+            # dnf/yum list installed: "nvidia-driver.x86_64   3:570.86.16-1.el8   @cuda-rhel8-x86_64"
+            match = _DNF_LIST_RE.match(line)
+            if match.group('repo') and not match.group('repo').startswith('@'):
+                continue  # an available, not an installed, package
+            name, arch, epoch = match.group('name'), match.group('arch'), match.group('epoch')
+            version, release = match.group('version'), match.group('release')
+            summary = ''
+        elif len(line.split()) > 1:
+            continue
         else:
             arch = None
             base = line
@@ -430,9 +464,29 @@ def parse_rpm(text):
     return packages
 
 
+_PACMAN_RE = re.compile(r'^(?:[\w-]+/)?(?P<name>[\w.+@-]+)\s+(?:(?P<epoch>\d+):)?(?P<version>[^-\s]+)-(?P<release>[\w.]+)(?:\s.*)?$')
+
+
+def parse_pacman(text):
+    """Parse ``pacman -Q`` / ``pacman -Qs`` output (Arch-style hosts; read-only, the fix does not use pacman)."""
+    packages = []
+    for line in (text or '').splitlines():
+        if not line.strip() or line[:1].isspace():
+            continue
+        match = _PACMAN_RE.match(line.strip())
+        if not match:
+            continue
+        packages.append({
+            'status': 'ii', 'name': match.group('name'), 'arch_qualifier': None, 'arch': None,
+            'version': '%s-%s' % (match.group('version'), match.group('release')), 'epoch': match.group('epoch'),
+            'upstream': match.group('version'), 'revision': match.group('release'), 'summary': '', 'manager': 'pacman',
+        })
+    return packages
+
+
 # Kernel-side packages: the fix never installs, removes or counts them.
 _KERNEL_SIDE_RE = re.compile(
-    r'(?:(?<!^nvidia-driver-latest)-dkms$|^nvidia-dkms\b|^dkms-|^kmod-|^akmod|^nvidia-kmod|^nvidia-kernel-|firmware'
+    r'(?:(?<!^nvidia-driver-latest)-dkms$|^nvidia-dkms\b|^dkms-|^kmod-|^akmod|^nvidia-kmod|^nvidia-kernel-|firmware|kmodsrc'
     r'|^linux-(?:modules|objects|signatures|image|headers)|^nvidia-l4t-(?:kernel|bootloader|initrd|display-kernel|dtb|oot))'
 )
 # Tools versioned on their own, container toolkit, CUDA toolkit, helpers.
@@ -445,6 +499,7 @@ _OWN_VERSION_RE = re.compile(
 _DRIVER_NAME_RE = re.compile(r'nvidia|cuda|nvcuvid|nvoptix', re.I)
 _NAME_BRANCH_RE = re.compile(r'-(?P<branch>\d{3})(?:-server)?(?:-open)?(?:-server)?$')
 _INSTALLED_STATUSES = ('ii', 'hi')
+_PACMAN_MODULE_RE = re.compile(r'^nvidia(?:-open)?(?:-beta)?(?:-\d{3}xx)?(?:-lts|-zen|-hardened)?$')
 
 
 def classify_package(pkg):
@@ -456,6 +511,9 @@ def classify_package(pkg):
     name = pkg['name']
     if pkg['status'][:2] not in _INSTALLED_STATUSES:
         return 'not-installed'
+    if pkg.get('manager') == 'pacman' and _PACMAN_MODULE_RE.match(name):
+        # Arch packages "nvidia", "nvidia-open", "nvidia-lts" are the kernel modules themselves.
+        return 'kernel-side'
     if not _DRIVER_NAME_RE.search(name):
         return 'unrelated'
     if _KERNEL_SIDE_RE.search(name):
@@ -680,11 +738,11 @@ def evaluate(evidence):
     libraries = parse_library_names(evidence.get('libraries'))
     dpkg = parse_dpkg(evidence.get('dpkg'))
     rpm = parse_rpm(evidence.get('rpm'))
+    pacman = parse_pacman(evidence.get('pacman'))
 
     # -- kernel module version, in the README's order of preference --------
     module_version, module_source = None, None
     last_load, unloaded_after = _module_from_log(log_events)
-    api_events = [event for event in log_events if event['kind'] == 'api_mismatch']
     if proc:
         module_version, module_source = proc['version'], PROC_VERSION_PATH
         if sys_version and sys_version != proc['version']:
@@ -698,8 +756,11 @@ def evaluate(evidence):
         module_version, module_source = versions[0], 'nvidia-smi --query-gpu=driver_version'
         if len(set(versions)) > 1:
             notes.append('nvidia-smi reported several driver versions: %s' % ', '.join(sorted(set(versions))))
-    if module_version is None and api_events:
-        module_version, module_source = api_events[-1]['module'], 'kernel log (NVRM API mismatch)'
+    # An API mismatch logged before the last loading banner belongs to an earlier load of the module.
+    last_load_index = max([index for index, event in enumerate(log_events) if event['kind'] == 'load'] or [-1])
+    current_api = [event for index, event in enumerate(log_events) if event['kind'] == 'api_mismatch' and index > last_load_index]
+    if module_version is None and current_api:
+        module_version, module_source = current_api[-1]['module'], 'kernel log (NVRM API mismatch)'
     if module_version is None and last_load is not None and not unloaded_after:
         module_version, module_source = last_load['version'], 'kernel log (NVRM loading banner)'
     if module_version is None and modinfo['version']:
@@ -757,7 +818,7 @@ def evaluate(evidence):
     userspace = []  # (version, component, from_nvml)
     packages = []
     excluded = []
-    for pkg in dpkg + rpm:
+    for pkg in dpkg + rpm + pacman:
         kind = classify_package(pkg)
         if kind == 'userspace':
             packages.append(pkg)
@@ -772,7 +833,13 @@ def evaluate(evidence):
     if smi['smi_version']:
         userspace.append((smi['smi_version'], 'nvidia-smi', False))
     relevant_api = []
-    for event in api_events:
+    load_positions = [index for index, event in enumerate(log_events) if event['kind'] == 'load']
+    for index, event in enumerate(log_events):
+        if event['kind'] != 'api_mismatch':
+            continue
+        if load_positions and index < load_positions[-1]:
+            notes.append('ignored an NVRM API mismatch logged before the module was loaded again (%s)' % log_events[load_positions[-1]]['version'])
+            continue
         if module_version and event['module'] != module_version:
             notes.append('ignored an older NVRM API mismatch against module %s (loaded: %s)' % (event['module'], module_version))
             continue
@@ -834,8 +901,9 @@ def evaluate(evidence):
 
     # -- fix ---------------------------------------------------------------
     fix_packages, fix_skipped = [], []
-    if module_version and packages and match is not True:
-        fix_packages, fix_skipped = plan_fix_packages(packages, module_version, evidence.get('available'))
+    fixable = [pkg for pkg in packages if pkg['manager'] in ('dpkg', 'rpm')]
+    if module_version and fixable and match is not True:
+        fix_packages, fix_skipped = plan_fix_packages(fixable, module_version, evidence.get('available'))
 
     return {
         'kernel_module_version': module_version,
@@ -1039,6 +1107,12 @@ class NvidiaDriverHost:
                 rc, out, dummy = self.run([rpm, '-qa', '--qf', RPM_QUERY_FORMAT])
                 if rc == 0:
                     evidence['rpm'] = out
+        if package_manager == 'auto' and not evidence.get('dpkg') and not evidence.get('rpm'):
+            pacman = self.bin('pacman')
+            if pacman:
+                rc, out, dummy = self.run([pacman, '-Q'])
+                if rc == 0:
+                    evidence['pacman'] = out
         return evidence
 
     def _kernel_log(self):

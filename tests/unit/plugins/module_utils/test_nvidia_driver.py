@@ -24,7 +24,7 @@ CORPUS = os.path.join(FIXTURES, 'nvidia')
 LIVE = os.path.join(FIXTURES, 'nvidia_live')
 FORMATS = os.path.join(FIXTURES, 'nvidia_formats')
 
-# corpus file -> evidence key of evaluate()
+# corpus file -> evidence key of evaluate() (the file names of the corpus README)
 FILES = {
     'proc_driver_nvidia_version.txt': 'proc_version',
     'nvidia-smi.txt': 'nvidia_smi',
@@ -34,6 +34,27 @@ FILES = {
     'ls_libnvidia.txt': 'libraries',
     'dmesg.txt': 'kernel_log',
 }
+# Evidence the README mentions without a file name in its table (modinfo, sysfs, the journal, ...):
+# matched by what the name says.  A file that matches nothing fails the test instead of being ignored.
+PATTERNS = (
+    ('query', 'nvidia_smi_query'), ('nvidia-smi', 'nvidia_smi'), ('nvidia_smi', 'nvidia_smi'),
+    ('proc_driver', 'proc_version'), ('sys_module', 'sys_module_version'), ('modinfo', 'modinfo'),
+    ('dpkg', 'dpkg'), ('rpm', 'rpm'), ('dnf', 'rpm'), ('yum', 'rpm'), ('pacman', 'pacman'),
+    ('ldconfig', 'libraries'), ('ls_', 'libraries'), ('libnvidia', 'libraries'),
+    ('dmesg', 'kernel_log'), ('journal', 'kernel_log'), ('syslog', 'kernel_log'), ('kern', 'kernel_log'), ('messages', 'kernel_log'),
+    ('os-release', 'os_release'), ('os_release', 'os_release'),
+)
+NOT_EVIDENCE = ('expected.json', 'README.md', 'notes.md')
+
+
+def evidence_key(filename):
+    if filename in FILES:
+        return FILES[filename]
+    lowered = filename.lower()
+    for pattern, key in PATTERNS:
+        if pattern in lowered:
+            return key
+    raise AssertionError('no evidence type known for corpus file %s: teach tests/unit/plugins/module_utils/test_nvidia_driver.py' % filename)
 FIELDS = ('kernel_module_version', 'kernel_module_flavor', 'userspace_versions', 'match', 'fix_packages')
 
 CASES = sorted(name for name in os.listdir(CORPUS) if os.path.isdir(os.path.join(CORPUS, name)))
@@ -48,10 +69,12 @@ def load_case(name):
     directory = os.path.join(CORPUS, name)
     expected = json.loads(_read(os.path.join(directory, 'expected.json')))
     evidence = {}
-    for filename, key in FILES.items():
-        path = os.path.join(directory, filename)
-        if os.path.exists(path):
-            evidence[key] = _read(path)
+    for filename in sorted(os.listdir(directory)):
+        if filename in NOT_EVIDENCE:
+            continue
+        key = evidence_key(filename)
+        text = _read(os.path.join(directory, filename))
+        evidence[key] = evidence[key] + '\n' + text if key in evidence else text
     return evidence, expected
 
 
@@ -288,6 +311,16 @@ def test_stale_api_mismatch_for_another_module_is_ignored():
     assert facts['kernel_module_version'] == '535.54.03'
     assert facts['match'] is None
     assert any('older NVRM API mismatch' in note for note in facts['notes'])
+
+
+def test_api_mismatch_before_a_reload_is_stale():
+    # The module was loaded again (same version as before) after the mismatch: the old client is gone.
+    banner = JOURNAL_OPEN_BANNER.splitlines()[0] + '\n'
+    facts = nd.evaluate({'kernel_log': JOURNAL_OPEN_BANNER + banner})
+    assert facts['kernel_module_version'] == '550.67'
+    assert facts['userspace_versions'] == []
+    assert facts['match'] is None
+    assert any('before the module was loaded again' in note for note in facts['notes'])
 
 
 def test_lookalike_modeset_is_not_userspace_drift():
@@ -582,3 +615,70 @@ def test_recommendation_bare_host_vs_container():
     same = nd.evaluate(dict(base, container_files={}, modinfo='version:        520.56.06\nlicense:        NVIDIA\n'))
     assert nd.recommend(same, True) == 'install_userspace'
     assert 'nvidia-smi=520.56.06-1' in nd.describe(same, 'install_userspace')
+
+
+# ---------------------------------------------------------------------------
+# More package formats
+# ---------------------------------------------------------------------------
+
+def test_pacman_qs_listing():
+    # format per https://wiki.archlinux.org/title/Pacman#Querying_package_databases ("pacman -Qs": repo/name version,
+    # description indented below); rows as published in Arch installation notes
+    text = """local/lib32-nvidia-utils 550.90.07-1
+    NVIDIA drivers utilities (32-bit)
+local/libvdpau 1.5-2
+    Nvidia VDPAU library
+local/nvidia-open-dkms 550.90.07-1
+    NVIDIA open GPU kernel modules
+local/nvidia-settings 550.90.07-1
+    Tool for configuring the NVIDIA graphics driver
+local/nvidia-utils 550.90.07-1
+    NVIDIA drivers utilities
+"""
+    facts = nd.evaluate({'pacman': text, 'kernel_log': SYSLOG_012})
+    assert sorted(p['name'] for p in facts['packages']) == ['lib32-nvidia-utils', 'nvidia-utils']
+    assert facts['distro_family'] is None
+    assert facts['fix_packages'] == []  # the fix only speaks apt and dnf
+    kinds = dict((p['name'], p['reason']) for p in facts['excluded_packages'])
+    assert kinds['nvidia-open-dkms'] == 'kernel-side' and kinds['nvidia-settings'] == 'own-version'
+
+
+def test_pacman_module_packages_are_kernel_side():
+    for name in ('nvidia', 'nvidia-open', 'nvidia-lts', 'nvidia-open-lts'):
+        pkg = {'status': 'ii', 'name': name, 'upstream': '570.86.16', 'revision': '2', 'summary': '', 'manager': 'pacman'}
+        assert nd.classify_package(pkg) == 'kernel-side', name
+
+
+def test_dnf_list_installed():
+    # format per https://dnf.readthedocs.io/en/latest/command_ref.html#list-command (name.arch, [epoch:]version-release,
+    # @repo when installed; long names wrap); rows from a published RHEL 8 CUDA repository listing
+    text = """Installed Packages
+cuda-compat-11-0.x86_64                    1:450.51.05-1     @cuda-rhel8-x86_64
+kmod-nvidia-latest-dkms.x86_64             3:450.51.06-1.el8 @cuda-rhel8-x86_64
+nvidia-driver.x86_64                       3:450.51.06-1.el8 @cuda-rhel8-x86_64
+nvidia-driver-cuda-libs.x86_64             3:450.51.06-1.el8 @cuda-rhel8-x86_64
+nvidia-fabricmanager-450.x86_64            450.51.06-1       @cuda-rhel8-x86_64
+nvidia-kmod-common.noarch                  3:450.51.06-1.el8 @cuda-rhel8-x86_64
+Available Packages
+nvidia-driver-NVML.x86_64                  3:450.51.06-1.el8 cuda-rhel8-x86_64
+"""
+    proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  450.36.06  Thu May 28 20:51:21 UTC 2020\n'
+    facts = nd.evaluate({'rpm': text, 'proc_version': proc})
+    assert sorted(p['name'] for p in facts['packages']) == ['nvidia-driver', 'nvidia-driver-cuda-libs', 'nvidia-fabricmanager-450']
+    assert facts['userspace_versions'] == ['450.51.06']
+    assert facts['match'] is False
+    assert facts['fix_packages'] == ['nvidia-driver-450.36.06-1.el8', 'nvidia-driver-cuda-libs-450.36.06-1.el8', 'nvidia-fabricmanager-450-450.36.06-1']
+    kinds = dict((p['name'], p['reason']) for p in facts['excluded_packages'])
+    # cuda-compat carries forward-compatible driver libraries on purpose: never drift.
+    assert kinds['cuda-compat-11-0'] == 'own-version'
+    assert kinds['kmod-nvidia-latest-dkms'] == 'kernel-side'
+
+
+def test_proc_unknown_wording_falls_back_to_the_first_version():
+    facts = nd.parse_proc_version('NVRM version: NVIDIA UNIX x86_64 Kernel Module for something new  590.48.01  Release Build\n')
+    assert facts['version'] == '590.48.01'
+
+
+def test_rpmfusion_kmodsrc_is_kernel_side():
+    pkg = {'status': 'ii', 'name': 'xorg-x11-drv-nvidia-kmodsrc', 'upstream': '440.100', 'revision': '1.fc32', 'summary': '', 'manager': 'rpm'}
+    assert nd.classify_package(pkg) == 'kernel-side'
