@@ -171,6 +171,18 @@ def test_any_chunking_and_state_round_trip_gives_the_same_result(name):
         assert events == whole_events, (label, every)
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_prefilter_is_sound(name, monkeypatch):
+    """The literal-gate prefilter only skips lines that cannot matter: with every line read in full the
+    result is identical."""
+    text = case_text(name)
+    fast = classify_text(text)
+    monkeypatch.setattr(sglang_log, "_gate_re", lambda stage, extra: __import__("re").compile(r"(?m)^"))
+    monkeypatch.setattr(sglang_log, "_CRASH_GATE_RE", __import__("re").compile(r""))
+    slow = classify_text(text)
+    assert slow == fast
+
+
 # --------------------------------------------------------------------------------------------- traps
 ARGS_DUMP = (
     "[2026-06-11 05:10:00] server_args=ServerArgs(model_path='/models/Traceback-ready-crash', "
