@@ -255,3 +255,31 @@ def test_bare_host_with_newer_module_file_says_reboot(run_module):
     assert result['recommended_action'] == 'reboot'
     assert 'reboot' in result['msg']
     assert not any(argv[0].endswith('apt-get') for argv in host.ran)
+
+
+def test_fix_with_dnf_installs_and_locks(run_module):
+    # rpm --qf rows of negativo17-style packages (corpus rhel8-negativo17-570-nvml-only), module 570.86.15 loaded
+    rpm = ''.join('%s\t3\t570.86.16\t1.el8\tx86_64\t\n' % name for name in ('nvidia-driver', 'nvidia-driver-cuda-libs', 'libnvidia-ml'))
+    rpm_after = rpm.replace('570.86.16', '570.86.15')
+    # dnf list --showduplicates rows (format per https://dnf.readthedocs.io/en/latest/command_ref.html#list-command)
+    listing = ''.join('%s.x86_64    3:%s-1.el8    cuda-rhel8-x86_64\n' % (name, version)
+                      for name in ('libnvidia-ml', 'nvidia-driver', 'nvidia-driver-cuda-libs') for version in ('570.86.16', '570.86.15'))
+    proc = 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  (dvs-builder@U16-I3-C10-1-1)\n'
+    before = {'proc_version': proc, 'rpm': rpm, 'container_files': LXC, 'module_loaded': True,
+              'os_release': 'ID="rocky"\nID_LIKE="rhel centos fedora"\n'}
+    host = Host([before, dict(before, rpm=rpm_after)], {
+        'dnf -q list --showduplicates': (0, listing, ''),
+        'dnf -q versionlock delete': (0, '', ''),
+        'dnf -y --setopt=install_weak_deps=False install': (0, 'Complete!\n', ''),
+        'dnf -q versionlock add': (0, 'Adding versionlock on: nvidia-driver-3:570.86.15-1.el8.*\n', ''),
+    })
+    result = run_module({'fix': True}, host)
+    assert not result.get('failed'), result.get('msg')
+    assert result['distro_family'] == 'redhat'
+    pins = ['libnvidia-ml-570.86.15-1.el8', 'nvidia-driver-570.86.15-1.el8', 'nvidia-driver-cuda-libs-570.86.15-1.el8']
+    assert sorted(result['fix_packages']) == pins
+    install = next(argv for argv in host.ran if 'install' in argv)
+    assert sorted(install[install.index('install') + 1:]) == pins
+    lock = next(argv for argv in host.ran if 'versionlock' in argv and 'add' in argv)
+    assert sorted(lock[lock.index('add') + 1:]) == pins
+    assert result['match'] is True and result['changed'] is True
