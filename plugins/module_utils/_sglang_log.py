@@ -826,7 +826,12 @@ class LogClassifier:
 
     def _decide(self, base, tb):
         """Signature from the base class and the root cause that traceback ``tb`` shows."""
-        if tb is None or base not in _GENERIC:
+        if tb is None:
+            return base
+        if base in _SPECIFIC_ORDER and tb["specific"] is not None:
+            # e.g. "Unexpected error from cudaGetDeviceCount()" continued by "Error 804: forward compatibility ..."
+            return _better(base, tb["specific"])
+        if base not in _GENERIC:
             return base
         if tb["specific"] is not None:
             return tb["specific"]

@@ -339,6 +339,18 @@ def test_root_cause_decides_the_signature(root_cause, signature, rank):
     assert root_cause in res["error_context"]
 
 
+def test_exception_message_continued_on_the_next_line_refines_the_class():
+    text = ("Traceback (most recent call last):\n"
+            '  File "/venv/lib/python3.12/site-packages/sglang/srt/model_executor/model_runner.py", line 90, in init_torch_distributed\n'
+            "    torch.get_device_module(self.device).set_device(self.gpu_id)\n"
+            "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda \n"
+            "functions before calling NumCudaDevices() that might have already set an error? \n"
+            "Error 804: forward compatibility was attempted on non supported HW\n")
+    res = classify_text(text)
+    assert (res["status"], res["stage"], res["signature"], res["error_lineno"]) == (
+        "crashed", "init_distributed", "driver_mismatch", 1)
+
+
 def test_signature_is_refined_by_an_event_once_the_root_cause_shows():
     classifier = LogClassifier()
     events = classifier.feed(TRACEBACK_HEAD.format(rank="TP0"), now=0.0)
