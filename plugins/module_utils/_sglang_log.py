@@ -721,7 +721,8 @@ class LogClassifier:
 
     def _tb_line(self, tb, raw, seg, lineno):
         """Record one line that belongs to traceback ``tb``."""
-        _context_add(tb["context"], raw)
+        if tb["context"] is not None:   # None once the crash window writes the classifier's own error_context
+            _context_add(tb["context"], raw)
         frame = _FRAME_RE.match(seg)
         if frame:
             tb["prev_frame"] = True
@@ -809,6 +810,7 @@ class LogClassifier:
         self._error_line = tb["line"]
         self._error_lineno = tb["lineno"]
         self._context = list(tb["context"])
+        tb["context"] = None
         if raw is not None:
             self._add_context(raw)
         self._signature = self._decide(base or "traceback", tb)
@@ -818,6 +820,7 @@ class LogClassifier:
             self._refine_left = 0
         elif raw is not None and heads_tb:
             self._crash_tb = _new_tb("crash", raw, lineno, ())
+            self._crash_tb["context"] = None
             self._refine_left = _REFINE_MAX_LINES
         else:
             self._crash_tb = tb
@@ -859,6 +862,7 @@ class LogClassifier:
                        "lineno": lineno})
         if raw is not None and not self._flushed:
             self._crash_tb = _new_tb("crash", raw, lineno, ())
+            self._crash_tb["context"] = None
             self._crash_tb["started"] = heads_tb
             self._refine_left = _REFINE_MAX_LINES
         else:
