@@ -593,8 +593,8 @@ def parse_server_flags(sources):
     src = _Sources(sources)
     tree = src.tree(ENTRY_MODULE)
     if tree is None:
-        raise FlagSourceError('%s is missing or unreadable%s' % (module_relpath(ENTRY_MODULE)[0],
-                                                                  ': ' + '; '.join(src.errors) if src.errors else ''))
+        detail = ': ' + '; '.join(src.errors) if src.errors else ''
+        raise FlagSourceError('%s is missing or unreadable%s' % (module_relpath(ENTRY_MODULE)[0], detail))
     cls = _find_class(tree, ENTRY_CLASS)
     method = _find_function(cls.body, ENTRY_METHOD) if cls is not None else None
     if method is None:
@@ -666,5 +666,5 @@ def unknown_message(unknown, version):
     for item in unknown:
         hint = ' (did you mean %s?)' % ' or '.join(item['did_you_mean']) if item['did_you_mean'] else ''
         parts.append('%s%s' % (item['flag'], hint))
-    return 'SGLang %s does not define %s: %s' % (version or '(unknown version)', 'this flag' if len(unknown) == 1 else 'these flags',
-                                                  '; '.join(parts))
+    what = 'this flag' if len(unknown) == 1 else 'these flags'
+    return 'SGLang %s does not define %s: %s' % (version or '(unknown version)', what, '; '.join(parts))

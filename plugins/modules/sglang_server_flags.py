@@ -186,7 +186,7 @@ def _locate(module):
                              'directory named "sglang" in site-packages, or the python option instead.' % path, sglang_path=path)
         return path
 
-    def run(argv, data):
+    def run(argv, _data):
         return module.run_command(argv, check_rc=False, cwd='/', environ_update={'LC_ALL': 'C', 'LANGUAGE': 'C'})
     path, _info = locate_package(_resolve_python(module.params['python']), run)
     return path
