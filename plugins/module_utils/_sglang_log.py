@@ -106,32 +106,34 @@ _STAGE_GATES = {
     "init_distributed": ("Init ", "using nccl==", "Gloo] Rank", "NCCL INFO "),
 }
 
-# Decisive phrases: (regex, signature, heads_traceback, exit_evidence).
+# Decisive phrases: (regex, signature, heads_traceback, evidence). evidence "" is SGLang's own verdict;
+# "exit" is SGLang reporting that a child died (decisive); "shell" is what a shell or the multiprocessing
+# resource tracker prints when the process tree is gone: decisive only if SGLang does not log on.
 _CRASH_PHRASES = (
-    (re.compile(r"\b\w+ hit an exception"), "traceback", True, False),
-    (re.compile(r"Received sigquit from a child proces"), "sigquit_child", False, False),
-    (re.compile(r"SIGQUIT received\b"), "sigquit_child", False, False),
-    (re.compile(r"Initialization failed\. warmup error"), "warmup_failed", True, False),
-    (re.compile(r"Initialization failed\."), "traceback", False, False),
-    (re.compile(r"scheduler died during initialization \(exit code: ?(-?\d+)"), "process_exited", False, True),
-    (re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code (-?\d+)"), "process_exited", False, True),
-    (re.compile(r"scheduler is dead\b"), "process_exited", False, True),
-    (re.compile(r"DataParallelController \d+ terminated with (-?\d+)"), "process_exited", False, True),
-    (re.compile(r"[Cc]apture (?:cuda |CUDA |npu |NPU |piecewise |piecewise CUDA )?[Gg]raph failed"), "traceback", False, False),
-    (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"), "cuda_oom", False, False),
-    (re.compile(r"No supported CUDA architectures found for major versions"), "unsupported_arch", False, False),
-    (re.compile(r"FlashInfer allreduce fusion requires SM90"), "unsupported_arch", False, False),
-    (re.compile(r"^\[(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] Traceback \(most recent call last\)"), "traceback", True, False),
+    (re.compile(r"\b\w+ hit an exception"), "traceback", True, ""),
+    (re.compile(r"Received sigquit from a child proces"), "sigquit_child", False, ""),
+    (re.compile(r"SIGQUIT received\b"), "sigquit_child", False, ""),
+    (re.compile(r"Initialization failed\. warmup error"), "warmup_failed", True, ""),
+    (re.compile(r"Initialization failed\."), "traceback", False, ""),
+    (re.compile(r"scheduler died during initialization \(exit code: ?(-?\d+)"), "process_exited", False, "exit"),
+    (re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code (-?\d+)"), "process_exited", False, "exit"),
+    (re.compile(r"scheduler is dead\b"), "process_exited", False, "exit"),
+    (re.compile(r"DataParallelController \d+ terminated with (-?\d+)"), "process_exited", False, "exit"),
+    (re.compile(r"[Cc]apture (?:cuda |CUDA |npu |NPU |piecewise |piecewise CUDA )?[Gg]raph failed"), "traceback", False, ""),
+    (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"), "cuda_oom", False, ""),
+    (re.compile(r"No supported CUDA architectures found for major versions"), "unsupported_arch", False, ""),
+    (re.compile(r"FlashInfer allreduce fusion requires SM90"), "unsupported_arch", False, ""),
+    (re.compile(r"^\[(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] Traceback \(most recent call last\)"), "traceback", True, ""),
     (re.compile(r"Exception in (?:ModelTpServer|ModelRpcServer|ControllerSingle|ControllerMulti|run_tp_server"
-                r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b"), "traceback", True, False),
-    (re.compile(r"^Fatal Python error: "), "traceback", False, False),
-    (re.compile(r"terminate called after throwing an instance of"), "traceback", False, False),
+                r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b"), "traceback", True, ""),
+    (re.compile(r"^Fatal Python error: "), "traceback", False, ""),
+    (re.compile(r"terminate called after throwing an instance of"), "traceback", False, ""),
     (re.compile(r": error: (?:argument |unrecognized arguments|the following arguments are required|ambiguous option)"),
-     "arg_error", False, True),
-    (re.compile(r"resource_tracker: There appear to be \d+ leaked"), "silent_exit", False, True),
-    (re.compile(r"^(?:Killed|\u5df2\u6740\u6b7b)\s*$"), "silent_exit", False, True),   # "Killed" (zh_CN: \u5df2\u6740\u6b7b)
+     "arg_error", False, "exit"),
+    (re.compile(r"resource_tracker: There appear to be \d+ leaked"), "silent_exit", False, "shell"),
+    (re.compile(r"^(?:Killed|\u5df2\u6740\u6b7b)\s*$"), "silent_exit", False, "shell"),   # "Killed" (zh_CN: \u5df2\u6740\u6b7b)
     (re.compile(r"^(?:Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception)"
-                r"(?: \(core dumped\))?\s*$"), "process_exited", False, True),
+                r"(?: \(core dumped\))?\s*$"), "process_exited", False, "shell"),
 )
 
 # Root-cause classes read from exception and message lines, most specific first. cuda_error means "CUDA
@@ -191,6 +193,7 @@ _EXC_RE = re.compile(
 _NOISE_RE = re.compile(
     r"^\s*$|^\s+warnings\.warn\(|^\S+\.py:\d+: \w*Warning: |resource_tracker|^Killed\s*$|^\s*(?:/\S+ )?Terminated\s*$"
     r"|^\[W\d* |^\[rank\d+\]:\[W|^Exception ignored in|^sys:1: |^\s*$")
+_BENIGN_TB_INTROS = ("Exception ignored in", "--- Logging error ---", "Error in atexit")
 _CALL_RE = re.compile(r"(\w+)\(")
 _GLUED_HEADER_RE = re.compile(r"(?:it/s|s/it|\])\]?Traceback \(most recent call last\):\s*$")
 _SOURCE_IMPORT_RE = re.compile(r"^\s*(?:from\s+\S+\s+import\b|import\s+\S)")
@@ -339,6 +342,7 @@ def _new_tb(kind, line, lineno, before):
         "arg_frames": False,     # frames in argument/config handling (server_args.py, configs/, argparse ...)
         "arg_exc": False,        # exception type typical of argument/config validation
         "frame_stage": None,
+        "benign": False,         # printed by Python's unraisable/logging/atexit hooks: read, never adopted
     }
 
 
@@ -369,6 +373,7 @@ class LogClassifier:
         self._pending = ""
         self._recent = []
         self._candidate = None
+        self._exit_pending = None
         self._crash_tb = None
         self._refine_left = 0
         self._slow_left = 0
@@ -383,7 +388,7 @@ class LogClassifier:
     # ------------------------------------------------------------------ state
     _STATE_KEYS = (
         "_status", "_line_stage", "_frame_stage_max", "_stages", "_signature", "_base_signature", "_error_line",
-        "_error_lineno", "_context", "_lineno", "_last_line", "_pending", "_recent", "_candidate", "_crash_tb",
+        "_error_lineno", "_context", "_lineno", "_last_line", "_pending", "_recent", "_candidate", "_exit_pending", "_crash_tb",
         "_refine_left", "_slow_left", "_leaked", "_exit_code", "_exited", "_post_ready_crash", "_flushed",
     )
 
@@ -457,8 +462,19 @@ class LogClassifier:
             self._line(line, events, now)
         self._flushed = True
         self._refine_left = 0
-        if self._status == "starting" and self._candidate is not None:
-            self._adopt_candidate(None, None, None, events, heads_tb=False)
+        if self._status == "starting" and self._exit_pending is not None:
+            pending = self._exit_pending
+            self._exit_pending = None
+            if self._candidate is not None:
+                self._fold_frames(self._candidate)
+                self._candidate = None
+            self._crash(pending["signature"], pending["line"], pending["lineno"], events, heads_tb=False)
+            self._context = pending["context"]
+        elif self._status == "starting" and self._candidate is not None:
+            if self._candidate["benign"]:
+                self._candidate = None
+            else:
+                self._adopt_candidate(None, None, None, events, heads_tb=False)
         return events
 
     def process_exited(self, exit_code=None, now=None):
@@ -517,7 +533,7 @@ class LogClassifier:
                         continue
                 self._skip(block, pos, end)
                 return
-            if self._candidate is None and self._refine_left <= 0 and self._slow_left <= 0 \
+            if self._candidate is None and self._exit_pending is None and self._refine_left <= 0 and self._slow_left <= 0 \
                     and not block.startswith("usage: ", pos):
                 gate = self._gates.get(self._line_stage)
                 if gate is None:
@@ -597,15 +613,25 @@ class LogClassifier:
         phrase = self._crash_phrase(clean, seg) if (gated or self._crash_res or self._slow_left > 0) else None
         stage = self._stage_of(clean)
         if phrase is not None:
-            signature, heads_tb, exit_evidence = phrase
+            signature, heads_tb, evidence = phrase
+            exit_evidence = bool(evidence)
             if stage is not None and stage != "ready":
                 self._set_stage(stage, raw, lineno, events, now)
-            if exit_evidence and signature == "silent_exit":
+            if signature == "silent_exit":
                 self._leaked = True
+            if evidence == "shell" and (tb is None or tb["line"] is None or tb["benign"]):
+                # the process tree is gone, unless SGLang logs on (another process's "Killed", a compile
+                # worker's resource tracker): decided at the end of input / process exit
+                if self._exit_pending is None:
+                    context = [_clip(x) for x in self._recent]
+                    _context_add(context, raw)
+                    self._exit_pending = {"signature": signature, "line": raw, "lineno": lineno, "context": context}
+                return
+            self._exit_pending = None
             if tb is not None and kind == "exc":
                 # e.g. "Exception: Capture cuda graph failed: CUDA out of memory ..." ends the traceback
                 self._tb_line(tb, raw, seg, lineno)
-            if tb is not None and tb["line"] is not None:
+            if tb is not None and tb["line"] is not None and not tb["benign"]:
                 base = None if (exit_evidence or signature in _GENERIC) else signature
                 if exit_evidence and kind == "exc":
                     # the launcher's own traceback reporting that a child died (exit code): the death is the cause
@@ -613,7 +639,8 @@ class LogClassifier:
                 self._adopt_candidate(base, raw, lineno, events, heads_tb=heads_tb)
                 return
             if tb is not None:
-                self._fold_frames(tb)
+                if not tb["benign"]:
+                    self._fold_frames(tb)
                 self._candidate = None
             specific = _specific_class(clean)
             if signature in _GENERIC and specific is not None:
@@ -628,6 +655,8 @@ class LogClassifier:
             return
         if stage is not None:
             self._set_stage(stage, raw, lineno, events, now)
+        if self._exit_pending is not None and (stage is not None or _SGLANG_PREFIX_RE.match(seg) is not None):
+            self._exit_pending = None   # SGLang went on logging: that was not this server's exit
         if gated and _USAGE_RE.match(seg):
             # argparse prints "usage: ..." and then the "prog: error: ..." line: read the next lines one by one
             self._slow_left = 3
@@ -636,14 +665,13 @@ class LogClassifier:
         if tb is not None:
             if kind == "header":
                 if tb["done"] and tb["after"] > 0:
-                    self._candidate = _new_tb("top", raw, lineno, self._recent)
-                    self._candidate["context"].append(_clip(raw))
+                    self._start_candidate(raw, lineno)
                 else:
                     self._tb_line(tb, raw, seg, lineno)
                 return
             if kind == "exc":
                 self._tb_line(tb, raw, seg, lineno)
-                if tb["specific"] is not None:
+                if tb["specific"] is not None and not tb["benign"]:
                     self._adopt_candidate(None, None, None, events, heads_tb=False)
                 return
             if prefixed or stage is not None:
@@ -658,13 +686,12 @@ class LogClassifier:
                     self._candidate = None
                     return
             self._tb_line(tb, raw, seg, lineno)
-            if tb["specific"] is not None and tb["done"]:
+            if tb["specific"] is not None and tb["done"] and not tb["benign"]:
                 self._adopt_candidate(None, None, None, events, heads_tb=False)
             return
 
         if kind == "header":
-            self._candidate = _new_tb("top", raw, lineno, self._recent)
-            self._candidate["context"].append(_clip(raw))
+            self._start_candidate(raw, lineno)
         elif kind == "frame":
             self._candidate = _new_tb("headless", None, None, self._recent)
             self._tb_line(self._candidate, raw, seg, lineno)
@@ -674,8 +701,16 @@ class LogClassifier:
             self._tb_line(self._candidate, raw, seg, lineno)
             self._adopt_candidate(None, None, None, events, heads_tb=False)
 
+    def _start_candidate(self, raw, lineno):
+        """A top-level ``Traceback (most recent call last):`` header starts a candidate."""
+        previous = next((x for x in reversed(self._recent) if x.strip()), "")
+        self._candidate = _new_tb("top", raw, lineno, self._recent)
+        self._candidate["context"].append(_clip(raw))
+        # printed by Python's unraisable-exception, logging-error or atexit hooks: never what stops a start
+        self._candidate["benign"] = _strip_ansi(previous).startswith(_BENIGN_TB_INTROS)
+
     def _crash_phrase(self, clean, seg):
-        """(signature, heads_traceback, exit_evidence) of a decisive line, else None."""
+        """(signature, heads_traceback, evidence) of a decisive line, else None."""
         for regex, signature, heads_tb, exit_evidence in _CRASH_PHRASES:
             match = regex.search(seg)
             if match is None and seg is not clean:
@@ -686,7 +721,7 @@ class LogClassifier:
                         signature = "silent_exit"
                 return signature, heads_tb, exit_evidence
         if self._crash_res and any(r.search(clean) for r in self._crash_res):
-            return _specific_class(clean) or "traceback", False, False
+            return _specific_class(clean) or "traceback", False, ""
         return None
 
     def _stage_of(self, clean):

@@ -399,6 +399,38 @@ def test_decisive_lines(line, signature):
         "crashed", "init_distributed", signature, line)
 
 
+@pytest.mark.parametrize("line", [
+    "Killed",
+    "Segmentation fault (core dumped)",
+    "/usr/lib/python3.12/multiprocessing/resource_tracker.py:279: UserWarning: resource_tracker: There appear to be 1 "
+    "leaked semaphore objects to clean up at shutdown",
+])
+def test_shell_exit_evidence_counts_only_if_sglang_does_not_log_on(line):
+    head = "[2026-06-11 05:10:02 TP0] Load weight begin. avail mem=78.5 GB\n" + line + "\n"
+    classifier = LogClassifier()
+    classifier.feed(head + "  warnings.warn('resource_tracker: There appear to be %d '\n", now=0.0)
+    assert classifier.status == "starting"   # could be another process: wait for the end of input / exit
+    classifier.flush(now=0.0)
+    assert (classifier.status, classifier.result()["error_lineno"]) == ("crashed", 2)
+    # SGLang logging on proves it was some other process (a compile worker, a wrapper script's child)
+    res = classify_text(head + "[2026-06-11 05:10:09 TP0] Load weight end. avail mem=20.1 GB\n", exited=None)
+    assert (res["status"], res["stage"]) == ("starting", "kv_cache")
+    # the server's own exit afterwards: silent_exit when it was a "Killed"/leaked-semaphore line
+    res = classify_text(head + "[2026-06-11 05:10:09 TP0] Load weight end. avail mem=20.1 GB\n", exited=-9)
+    assert res["signature"] == ("process_exited" if line.startswith("Segmentation") else "silent_exit")
+    assert res["error_line"] is None
+
+
+def test_unraisable_and_logging_tracebacks_are_never_candidates():
+    for intro in ("Exception ignored in: <function _Stream.__del__ at 0x7f00deadbeef>", "--- Logging error ---"):
+        text = ("[2026-06-11 05:10:02 TP0] Load weight begin. avail mem=78.5 GB\n" + intro + "\n"
+                "Traceback (most recent call last):\n"
+                '  File "/usr/lib/python3.12/logging/__init__.py", line 1160, in emit\n'
+                "ValueError: I/O operation on closed file.\n")
+        res = classify_text(text)
+        assert (res["status"], res["stage"]) == ("starting", "load_weights"), intro
+
+
 def test_warmup_failure():
     text = ("[2024-12-13 01:45:02] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)\n"
             "[2024-12-13 01:47:34] Initialization failed. warmup error: Traceback (most recent call last):\n"
