@@ -24,8 +24,10 @@ The crash rule, in short (docs/log-classification.md has the long form):
    with nothing after it but blank/noise lines, or when a fatal phrase or exit evidence
    (leaked-semaphore warning, ``Killed``) follows. Any later SGLang log line or stage line clears it,
    so benign library tracebacks never count.
-4. Exit evidence with no traceback before it (resource_tracker leaked-semaphore warning, ``Killed``)
-   is ``silent_exit``; ``process_exited()`` with no evidence at all is ``process_exited``.
+4. SGLang reporting a dead child (``scheduler died ... (exit code: -9)``) is decisive; what a shell or
+   the resource tracker prints when a process tree is gone (leaked-semaphore warning, ``Killed``,
+   ``Segmentation fault``) is pending like a candidate traceback (``silent_exit``/``process_exited``);
+   ``process_exited()`` with no evidence at all is ``process_exited``.
 
 The signature is then refined from the root cause shown by the crash traceback (its exception
 lines and message), e.g. ``torch.OutOfMemoryError`` turns ``traceback``/``sigquit_child`` into
