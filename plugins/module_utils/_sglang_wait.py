@@ -221,7 +221,11 @@ class WaitRound:
         self._stat_key = key
         got = False
         while True:
-            text = self.follower.read()
+            try:
+                text = self.follower.read()
+            except OSError as exc:
+                self.s["error"] = {"kind": "log", "path": self.p.log_path, "error": "%s" % exc}
+                return got
             self.s["reads"] += 1
             if self.follower.reset_reason:
                 self.s["log_reset"] = self.follower.reset_reason
@@ -514,6 +518,9 @@ class WaitRound:
                     % (host, self.p.timeout, ", ".join(parts), last, self._where(None)))
         if status == "error":
             e = self.s["error"]
+            if e["kind"] == "log":
+                return ("SGLang on %s: cannot read the log %s (%s); make it readable for the user running the task "
+                        "(become: true) or check log_path" % (host, e["path"], e["error"]))
             if e["kind"] == "auth":
                 return ("SGLang on %s answers %s with HTTP %s: authentication problem, not waited out; pass api_key (the "
                         "server runs with --api-key) or check the key in the unit's EnvironmentFile" % (host, e["url"], e["status"]))

@@ -80,7 +80,7 @@ def test_direct_call_without_state_loops_until_ready(tmp_path):
 
     th = threading.Thread(target=writer)
     th.start()
-    rc, res = run_module(tmp_path, {"log_path": str(log), "timeout": 30, "stall_timeout": 10})
+    rc, res = run_module(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 30, "stall_timeout": 10})
     th.join()
     assert rc == 0 and res["status"] == "ready" and res["ready"] is True and not res.get("failed")
     assert [s["stage"] for s in res["stages"]][-1] == "ready" and res["elapsed"] > 0
