@@ -599,6 +599,7 @@ class LogClassifier:
             # The args dump holds user values and field names such as custom_sigquit_handler,
             # crash_dump_folder, skip_server_warmup ...: never evidence. A new dump means a new run.
             self._candidate = None
+            self._exit_pending = None
             self._refine_left = 0
             return
         seg = _last_segment(clean)
@@ -931,6 +932,17 @@ class LogClassifier:
             if tb["done"]:
                 self._refine_left = 0
             return   # another rank's line in the middle of the traceback
+        if tb["done"] and kind not in ("chain", "header"):
+            # the exception message may go on for a few lines; a blank line or a long tail ends it
+            if not seg.strip():
+                tb["gap"] = True
+                return
+            tb["after"] += 1
+            if tb.get("gap") or tb["after"] > _CANDIDATE_TRAILER_MAX:
+                self._refine_left = 0
+                return
+        else:
+            tb["gap"] = False
         self._add_context(raw)
         self._tb_line(tb, raw, seg, lineno)
         if tb["done"] and kind is None:

@@ -360,6 +360,17 @@ def test_signature_is_refined_by_an_event_once_the_root_cause_shows():
                        "line": "torch.OutOfMemoryError: CUDA out of memory.", "lineno": 6}]
 
 
+def test_root_cause_window_ends_with_the_exception_message():
+    head = TRACEBACK_HEAD.format(rank="TP0") + "RuntimeError: Runtime check failed at marlin.cuh:963\n"
+    # the message continues on the next lines until a blank line: still part of the root cause
+    res = classify_text(head + "CUDA kernel errors might be asynchronously reported at some other API call\n"
+                        "Error 804: forward compatibility was attempted on non supported HW\n")
+    assert res["signature"] == "driver_mismatch"
+    # after the blank line that ends the traceback, unrelated output does not change the verdict
+    res = classify_text(head + "\nnode-d0:1234:1300 [0] NCCL WARN Cuda failure 'out of memory'\n")
+    assert res["signature"] == "traceback"
+
+
 def test_sigquit_logged_first_then_traceback_root_cause():
     text = ("[2026-06-17 09:57:15] Received sigquit from a child process. It usually means the child failed.\n"
             "[2026-06-17 09:57:15] kill_process_tree called: parent_pid=1, include_parent=True, pid=1\n"
