@@ -139,7 +139,7 @@ def chunkings(text, seed):
     """Several chunkings of text: by lines, small and large random chunks, single characters."""
     rng = random.Random(seed)
     yield "lines", text.splitlines(True)
-    for label, top in (("1-64", 64), ("1-5000", 5000), ("1-3", 3 if len(text) < 40000 else 300)):
+    for label, top in (("1-64", 64), ("1-5000", 5000), ("single characters", 1 if len(text) < 40000 else 300)):
         chunks, pos = [], 0
         while pos < len(text):
             size = rng.randint(1, top)
@@ -181,6 +181,29 @@ def test_prefilter_is_sound(name, monkeypatch):
     monkeypatch.setattr(sglang_log, "_CRASH_GATE_RE", __import__("re").compile(r""))
     slow = classify_text(text)
     assert slow == fast
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_bytes_through_follower_in_any_read_size_give_the_same_result(name, tmp_path):
+    """Byte-level chunking: the file read through LogFollower with random read sizes (byte by byte for
+    small logs), follower and classifier both restored from JSON state between reads."""
+    expected, data = load_case(name)
+    offset = expected.get("new_run_offset_bytes") or 0
+    path = tmp_path / "server.log"
+    path.write_bytes(data)
+    reference = classify_text(data[offset:].decode("utf-8", "replace"))
+    rng = random.Random("bytes-" + name)
+    top = 1 if len(data) - offset < 5000 else 4096
+    follower, classifier = LogFollower(str(path), offset=offset), LogClassifier()
+    while True:
+        text = follower.read(max_bytes=rng.randint(1, top))
+        if not text and follower.offset == len(data):
+            break
+        classifier.feed(text, now=0.0)
+        follower = LogFollower(str(path), state=json.loads(json.dumps(follower.to_state())))
+        classifier = LogClassifier(state=json.loads(json.dumps(classifier.to_state())))
+    classifier.flush(now=0.0)
+    assert classifier.result() == reference
 
 
 # --------------------------------------------------------------------------------------------- traps
