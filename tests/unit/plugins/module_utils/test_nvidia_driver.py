@@ -79,7 +79,7 @@ def load_case(name):
 
 
 def test_corpus_is_complete():
-    assert len(CASES) == 16
+    assert len(CASES) >= 16  # the shared split; more real cases may be added next to them
     for name in CASES:
         evidence, expected = load_case(name)
         assert evidence, name
