@@ -87,7 +87,7 @@ _STAGE_PATTERNS = (
         r"|Initialization failed\. warmup error")),
     ("http_listening", re.compile(r"Uvicorn running on")),
     ("cuda_graph", re.compile(
-        r"\bCapture\b.{0,80}?\b(?:graph|Graph|GRAPH)s?\b.{0,40}?\b(?:begin|end|bs|failed)\b|\bCapturing (?:batches|num tokens)")),
+        r"\bCapture\b.{0,80}?\b(?:graph|Graph|GRAPH)s?\b.{0,40}?\b(?:begin|end|bs|failed)\b|\bCapturing\b")),
     ("kv_cache", re.compile(
         r"Load weight end|KV Cache is allocated|Memory pool end|max_total_num_tokens="
         r"|Running FlashInfer autotune|FlashInfer autotune completed")),
@@ -125,6 +125,7 @@ _CRASH_PHRASES = (
     (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"), "cuda_oom", False, ""),
     (re.compile(r"No supported CUDA architectures found for major versions"), "unsupported_arch", False, ""),
     (re.compile(r"FlashInfer allreduce fusion requires SM90"), "unsupported_arch", False, ""),
+    (re.compile(r"Watchdog caught collective operation timeout"), "nccl_error", False, ""),
     (re.compile(r"^\[(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] Traceback \(most recent call last\)"), "traceback", True, ""),
     (re.compile(r"Exception in (?:ModelTpServer|ModelRpcServer|ControllerSingle|ControllerMulti|run_tp_server"
                 r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b"), "traceback", True, ""),
@@ -160,7 +161,8 @@ _CLASS_PATTERNS = (
     ("nccl_error", re.compile(
         r"NCCL error|nccl\w*Error\b|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError"
         r"|ncclInvalidArgument|DistBackendError|ProcessGroupNCCL.{0,80}(?i:timed? ?out|watchdog)|HCCL error"
-        r"|Hccl\w* failed|RCCL error|connectFullMesh failed|gloo/transport/|ProcessGroupGloo")),
+        r"|Hccl\w* failed|RCCL error|connectFullMesh failed|gloo/transport/|ProcessGroupGloo|ncclUniqueId"
+        r"|Watchdog caught collective operation timeout|c10::DistBackendError|DistStoreError")),
     ("cuda_error", re.compile(
         r"no CUDA-capable device is detected|CUDA-capable device\(s\) (?:is|are)|cudaErrorNoDevice|cudaErrorDevicesUnavailable"
         r"|No CUDA GPUs are available|Unexpected error from cudaGetDeviceCount|CUDA driver initialization failed"
@@ -221,7 +223,7 @@ _FRAME_STAGE = (
 _CRASH_GATES = (
     "Error", "xception", "Abort", "Traceback", "File \"", "quit from a child", "QUIT", "zation failed", "xit code",
     "uler is dead", "ParallelController", "Fatal Python", "wing an instance of", "\nusage: ", "There appear to be",
-    "Killed", "\u5df2\u6740\u6b7b", "Segmentation fault", "Bus error", "Illegal instruction",
+    "Watchdog caught", "Killed", "\u5df2\u6740\u6b7b", "Segmentation fault", "Bus error", "Illegal instruction",
 )
 _CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in _CRASH_GATES))
 _USAGE_RE = re.compile(r"^usage: ")

@@ -340,6 +340,9 @@ TRACEBACK_HEAD = (
     ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)", "nccl_error"),
     ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, "
      "NCCL version 2.21.5 ncclUnhandledCudaError: Call to CUDA function failed.", "nccl_error"),
+    ("torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined.", "nccl_error"),
+    ("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by "
+     "key '0', but store->get('0') got error: Connection reset by peer", "nccl_error"),
     ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version", "driver_mismatch"),
     ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling "
      "NumCudaDevices() that might have already set an error? Error 804: forward compatibility was attempted on non "
@@ -420,6 +423,8 @@ def test_sigquit_logged_first_then_traceback_root_cause():
     ("[2026-08-02 00:17:43] Subprocess scheduler_0 (pid=31377) crashed with exit code -9. Triggering SIGQUIT for cleanup...",
      "silent_exit"),
     ("Killed", "silent_exit"),
+    ("[rank0]:[E1104 10:20:30.123456 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+     "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.", "nccl_error"),
     ("Segmentation fault (core dumped)", "process_exited"),
     ("Fatal Python error: Segmentation fault", "traceback"),
     ("terminate called after throwing an instance of 'c10::Error'", "traceback"),
