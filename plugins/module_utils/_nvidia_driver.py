@@ -486,7 +486,7 @@ def parse_pacman(text):
 
 # Kernel-side packages: the fix never installs, removes or counts them.
 _KERNEL_SIDE_RE = re.compile(
-    r'(?:(?<!^nvidia-driver-latest)-dkms$|^nvidia-dkms\b|^dkms-|^kmod-|^akmod|^nvidia-kmod|^nvidia-kernel-|firmware|kmodsrc'
+    r'(?:(?<!^nvidia-driver-latest)-dkms$|^nvidia-dkms\b|^dkms-|^kmod-|^akmod|^nvidia-kmod|kernel|firmware|kmodsrc'
     r'|^linux-(?:modules|objects|signatures|image|headers)|^nvidia-l4t-(?:kernel|bootloader|initrd|display-kernel|dtb|oot))'
 )
 # Tools versioned on their own, container toolkit, CUDA toolkit, helpers.

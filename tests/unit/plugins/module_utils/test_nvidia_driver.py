@@ -519,6 +519,9 @@ def test_rpm_machine_format():
     ('nvidia-kernel-common-580', '580.95.05-0ubuntu1', '', 'kernel-side'),
     ('nvidia-driver-latest-dkms', '465.19.01-1.el7', '', 'userspace'),
     ('nvidia-kernel-open-dkms', '550.54.15-1', '', 'kernel-side'),
+    ('nvidia-open-kernel-support', '535.261.03-1', '', 'kernel-side'),      # Debian open module support files
+    ('nvidia-tesla-535-kernel-support', '535.261.03-1', '', 'kernel-side'),
+    ('firmware-nvidia-gsp', '535.261.03-1', '', 'kernel-side'),
     ('nvidia-container-toolkit', '1.17.8-1', '', 'own-version'),
     ('nvidia-settings', '570.86.16-1.el8', '', 'own-version'),
     ('cuda-drivers', '465.19.01-1', '', 'userspace'),
