@@ -238,9 +238,12 @@ def parse_kernel_log(text):
 # nvidia-smi
 # ---------------------------------------------------------------------------
 
-_SMI_HEADER_RE = re.compile(r'NVIDIA-SMI\s+(?P<smi>' + _V + r')')
-_SMI_DRIVER_RE = re.compile(r'Driver Version:\s+(?P<driver>' + _V + r')')
-_SMI_CUDA_RE = re.compile(r'CUDA Version:\s+(?P<cuda>\d+\.\d+)')
+# The table header ("NVIDIA-SMI 560.35.03   Driver Version: 560.35.03   CUDA Version: 12.6"), "nvidia-smi -q"
+# ("Driver Version                            : 535.104.05") and "nvidia-smi --version"
+# ("NVIDIA-SMI version  : 590.48.01" / "NVML version        : 590.48" / "DRIVER version      : 590.48.01").
+_SMI_HEADER_RE = re.compile(r'NVIDIA-SMI(?:\s+version\s*:)?\s+(?P<smi>' + _V + r')')
+_SMI_DRIVER_RE = re.compile(r'(?:Driver Version|DRIVER version|KMD version)\s*:\s*(?P<driver>' + _V + r')')
+_SMI_CUDA_RE = re.compile(r'CUDA Version\s*:\s*(?P<cuda>\d+\.\d+)')
 _NVML_MISMATCH_RE = re.compile(r'Failed to initialize NVML: Driver/library version mismatch', re.I)
 _NVML_LIB_RE = re.compile(r'NVML library version:\s*(?P<nvml>' + _V + r')')
 # format per https://github.com/Bruce-Lee-LY/cuda_hook/issues/15

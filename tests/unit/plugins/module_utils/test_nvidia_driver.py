@@ -360,6 +360,19 @@ def test_smi_normal_header():
     assert not facts['nvml_mismatch']
 
 
+def test_smi_version_option():
+    # "nvidia-smi --version" (the command parsed in https://github.com/containers/ramalama/pull/1311); these four lines
+    # are quoted verbatim in public READMEs for a container with driver 590.48.01
+    text = ('NVIDIA-SMI version  : 590.48.01\n'
+            'NVML version        : 590.48\n'
+            'DRIVER version      : 590.48.01\n'
+            'CUDA Version        : 13.1\n')
+    facts = nd.parse_nvidia_smi(text)
+    assert (facts['smi_version'], facts['driver_version'], facts['cuda_version']) == ('590.48.01', '590.48.01', '13.1')
+    result = nd.evaluate({'nvidia_smi': text})
+    assert (result['kernel_module_version'], result['userspace_versions'], result['match']) == ('590.48.01', ['590.48.01'], True)
+
+
 def test_smi_mismatch_with_and_without_nvml_line():
     with_line = nd.parse_nvidia_smi(_read(os.path.join(CORPUS, 'docker-image-nvml-565-on-535-host', 'nvidia-smi.txt')))
     assert with_line['nvml_mismatch'] and with_line['nvml_version'] == '565.57'
