@@ -821,8 +821,13 @@ def evaluate(evidence):
     userspace = []  # (version, component, from_nvml)
     packages = []
     excluded = []
+    module_major = _major(module_version)
     for pkg in dpkg + rpm + pacman:
         kind = classify_package(pkg)
+        if kind == 'userspace' and pkg['name'].startswith('nvidia-l4t-') and module_major is not None and module_major >= 100:
+            # Jetson from L4T R36 on: the module reports a driver version (540.4.0), the L4T packages the
+            # release (36.4.3): two numbering schemes that cannot be compared.
+            kind = 'l4t-release'
         if kind == 'userspace':
             packages.append(pkg)
             userspace.append((pkg['upstream'], 'package %s' % pkg['name'], False))

@@ -160,6 +160,16 @@ def test_proc_jetson_l4t_release_number():
     assert result['match'] is None
 
 
+def test_l4t_packages_compare_only_with_an_l4t_module():
+    proc_r35 = 'NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  35.3.1  Release Build  (buildbrain@mobile-u64-6289-d7000)\n'
+    proc_r36 = proc_r35.replace('35.3.1', '540.4.0')
+    dpkg = 'ii \tnvidia-l4t-cuda\t35.3.1-20230319081403\tarm64\tNVIDIA CUDA Package\n'
+    assert nd.evaluate({'proc_version': proc_r35, 'dpkg': dpkg})['match'] is True
+    facts = nd.evaluate({'proc_version': proc_r36, 'dpkg': dpkg.replace('35.3.1', '36.4.3')})
+    assert facts['match'] is None and facts['userspace_versions'] == []
+    assert facts['excluded_packages'][0]['reason'] == 'l4t-release'
+
+
 def test_proc_absent_or_garbage():
     assert nd.parse_proc_version(None) is None
     assert nd.parse_proc_version('') is None
