@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -177,8 +178,8 @@ def test_prefilter_is_sound(name, monkeypatch):
     result is identical."""
     text = case_text(name)
     fast = classify_text(text)
-    monkeypatch.setattr(sglang_log, "_gate_re", lambda stage, extra: __import__("re").compile(r"(?m)^"))
-    monkeypatch.setattr(sglang_log, "_CRASH_GATE_RE", __import__("re").compile(r""))
+    monkeypatch.setattr(sglang_log, "_gate_re", lambda stage, extra: re.compile(r"(?m)^"))
+    monkeypatch.setattr(sglang_log, "_CRASH_GATE_RE", re.compile(r""))
     slow = classify_text(text)
     assert slow == fast
 
@@ -669,9 +670,9 @@ def test_crash_after_a_new_server_args_dump_is_a_new_run_boundary():
 
 def test_state_stays_small_for_huge_inputs():
     classifier = LogClassifier()
-    bar = "\rCapturing batches (bs=512 avail_mem=3.20 GB):  12%|#2        | 6/52 [00:01<00:10,  4.2it/s]"
+    progress = "\rCapturing batches (bs=512 avail_mem=3.20 GB):  12%|#2        | 6/52 [00:01<00:10,  4.2it/s]"
     for _ in range(2000):   # ~200 MB of progress updates without a newline
-        classifier.feed(bar * 1000, now=0.0)
+        classifier.feed(progress * 1000, now=0.0)
     state = json.dumps(classifier.to_state())
     assert len(state) < 100000
     classifier.feed("\n" + TRACEBACK_HEAD.format(rank="TP0"), now=0.0)
