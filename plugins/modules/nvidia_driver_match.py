@@ -16,7 +16,8 @@ description:
     Drift between the two makes C(nvidia-smi) print C(Failed to initialize NVML: Driver/library version mismatch)
     and can hang NCCL (an SGLang server sitting at C(Init torch distributed begin))."
   - The loaded module is read from C(/proc/driver/nvidia/version) and C(/sys/module/nvidia/version); the module file
-    on disk from C(modinfo nvidia); user space from C(dpkg-query) or C(rpm -qa), the library files the loader cache
+    on disk from C(modinfo nvidia); user space from C(dpkg-query) or C(rpm -qa) (C(pacman -Q) on Arch-style hosts, read
+    only), the library files the loader cache
     (C(ldconfig -p)) points at (C(libnvidia-ml.so.X), C(libcuda.so.X)), C(nvidia-smi --query-gpu=driver_version)
     (including the C(NVML library version) line of a failed run) and the C(NVRM API mismatch) lines of the kernel log.
   - Versions are compared exactly. The C(NVML library version) line prints only major.minor and is compared as a
