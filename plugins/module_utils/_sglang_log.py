@@ -154,7 +154,9 @@ _CLASS_PATTERNS = (
         r"|hipErrorNoBinaryForGpu|(?i:no binary for gpu)|invalid device function|hipErrorInvalidDeviceFunction"
         r"|is not compatible with the current PyTorch installation|not supported (?:in|on) this (?:architecture|GPU|device)"
         r"|(?i:unsupported (?:gpu |cuda )?arch)|No supported CUDA architectures found|requires SM ?\d+"
-        r"|sm_?\d+a? is not (?:supported|compatible)|fp8e4nv not supported")),
+        r"|sm_?\d+a? is not (?:supported|compatible)|fp8e4nv not supported|not supported for the current GPU"
+        r"|Minimum capability: \d+|only supports? (?:Ampere|Hopper|Blackwell|Ada|sm_?\d+)"
+        r"|compute capability (?:of )?[\d.]+ .{0,60}not supported")),
     ("cuda_oom", re.compile(
         r"(?i:out of memory)|OutOfMemoryError|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUBLAS_STATUS_ALLOC_FAILED"
         r"|ACL_ERROR_RT_MEMORY_ALLOCATION|Not enough memory\. Please try to increase")),
@@ -167,7 +169,7 @@ _CLASS_PATTERNS = (
         r"no CUDA-capable device is detected|CUDA-capable device\(s\) (?:is|are)|cudaErrorNoDevice|cudaErrorDevicesUnavailable"
         r"|No CUDA GPUs are available|Unexpected error from cudaGetDeviceCount|CUDA driver initialization failed"
         r"|CUDA_ERROR_NOT_INITIALIZED|CUDA_ERROR_NO_DEVICE|Found no NVIDIA driver|Torch not compiled with CUDA enabled"
-        r"|CUDA initialization: |cudaErrorInitializationError|system not yet initialized")),
+        r"|CUDA initialization: |cudaErrorInitializationError|system not yet initialized|invalid device ordinal")),
     ("device_error", re.compile(
         r"CUDA error|cudaError\w+|CUDA_ERROR_\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|cuDNN error|Triton Error \[(?:CUDA|HIP)\]"
         r"|AcceleratorError|CUDA driver error|device-side assert|illegal memory access|misaligned address"

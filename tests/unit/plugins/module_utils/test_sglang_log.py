@@ -331,6 +331,10 @@ TRACEBACK_HEAD = (
     ("RuntimeError: No supported CUDA architectures found for major versions [9, 10].", "unsupported_arch"),
     ("ValueError: type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')",
      "unsupported_arch"),
+    ("ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. "
+     "Current capability: 86.", "unsupported_arch"),
+    ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "unsupported_arch"),
+    ("RuntimeError: CUDA error: invalid device ordinal", "cuda_error"),
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "device_error"),
     ("torch.AcceleratorError: CUDA error: device-side assert triggered", "device_error"),
     ("RuntimeError: HIP error: an illegal memory access was encountered", "device_error"),
