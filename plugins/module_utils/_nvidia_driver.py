@@ -737,6 +737,9 @@ def evaluate(evidence):
     modinfo = parse_modinfo(evidence.get('modinfo'))
     smi = parse_nvidia_smi(evidence.get('nvidia_smi'))
     query = parse_nvidia_smi(evidence.get('nvidia_smi_query'))
+    for field in ('smi_version', 'driver_version', 'cuda_version'):
+        # Whichever nvidia-smi output carried the table header or the --version lines.
+        smi[field] = smi[field] or query[field]
     log_events = parse_kernel_log(evidence.get('kernel_log'))['events']
     libraries = parse_library_names(evidence.get('libraries'))
     dpkg = parse_dpkg(evidence.get('dpkg'))

@@ -55,6 +55,8 @@ def evidence_key(filename):
         if pattern in lowered:
             return key
     raise AssertionError('no evidence type known for corpus file %s: teach tests/unit/plugins/module_utils/test_nvidia_driver.py' % filename)
+
+
 FIELDS = ('kernel_module_version', 'kernel_module_flavor', 'userspace_versions', 'match', 'fix_packages')
 
 CASES = sorted(name for name in os.listdir(CORPUS) if os.path.isdir(os.path.join(CORPUS, name)))
