@@ -148,9 +148,10 @@ _CLASS_PATTERNS = (
         r"|cudaErrorInsufficientDriver|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|forward compatibility was attempted"
         r"|unsupported display driver / cuda driver combination|NVML library version mismatch"
         r"|NVML/RM version mismatch|NVMLError_LibRmVersionMismatch|cudaErrorCompatNotSupportedOnDevice"
-        r"|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|cudaErrorSystemDriverMismatch")),
+        r"|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|cudaErrorSystemDriverMismatch"
+        r"|PTX was compiled with an unsupported toolchain|CUDA_ERROR_UNSUPPORTED_PTX_VERSION")),
     ("unsupported_arch", re.compile(
-        r"no kernel image is available|cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU"
+        r"no kernel image is available|cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|kernel image is invalid"
         r"|hipErrorNoBinaryForGpu|(?i:no binary for gpu)|invalid device function|hipErrorInvalidDeviceFunction"
         r"|is not compatible with the current PyTorch installation|not supported (?:in|on) this (?:architecture|GPU|device)"
         r"|(?i:unsupported (?:gpu |cuda )?arch)|No supported CUDA architectures found|requires SM ?\d+"

@@ -335,6 +335,8 @@ TRACEBACK_HEAD = (
      "Current capability: 86.", "unsupported_arch"),
     ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.", "unsupported_arch"),
     ("RuntimeError: CUDA error: invalid device ordinal", "cuda_error"),
+    ("RuntimeError: Triton Error [CUDA]: device kernel image is invalid", "unsupported_arch"),
+    ("RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.", "driver_mismatch"),
     ("RuntimeError: CUDA error: an illegal memory access was encountered", "device_error"),
     ("torch.AcceleratorError: CUDA error: device-side assert triggered", "device_error"),
     ("RuntimeError: HIP error: an illegal memory access was encountered", "device_error"),
