@@ -207,6 +207,48 @@ def test_bytes_through_follower_in_any_read_size_give_the_same_result(name, tmp_
     assert classifier.result() == reference
 
 
+BENIGN_NOISE = (
+    "[2026-01-01 00:00:00 TP3] Ignore import error when loading sglang.srt.models.glm4v_moe: No module named 'x'",
+    '[2026-01-01 00:00:00] INFO:     127.0.0.1:40000 - "GET /health HTTP/1.1" 503 Service Unavailable',
+    "[2026-01-01 00:00:00 DP1 TP2 EP2] Failed to import amdsmi with ModuleNotFoundError(\"No module named 'amdsmi'\")",
+    "/usr/lib/python3.12/site-packages/torch/cuda/__init__.py:61: UserWarning: error while probing; Traceback hidden\n"
+    "  warnings.warn(",
+)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_verdict_survives_other_rank_prefixes_and_benign_noise(name):
+    """Generalisation: the same log with DP/EP rank prefixes, ANSI colours, CRLF line ends, or benign noise
+    lines (import-error notices, /health 503, warnings) between SGLang lines gives the same verdict."""
+    text = case_text(name)
+    base = classify_text(text)
+
+    def verdict(res):
+        return res["status"], res["stage"], res["signature"], res["error_line"] is None
+
+    variants = {
+        "ranks": re.sub(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) TP(\d+)\]",
+                        lambda m: "[%s DP1 TP%s EP%s]" % (m.group(1), m.group(2), m.group(2)), text, flags=re.M),
+        "ansi": "".join("\x1b[36m" + line[:-1] + "\x1b[0m\n" if line.startswith("[20") and line.endswith("\n") else line
+                        for line in text.splitlines(True)),
+        "crlf": text.replace("\n", "\r\n"),
+    }
+    rng = random.Random("noise-" + name)
+    lines = text.split("\n")
+    limit = (base["error_lineno"] or len(lines)) - 1
+    noisy = []
+    for index, line in enumerate(lines):
+        noisy.append(line)
+        if index < limit - 1 and line.startswith("[20") and lines[index + 1].startswith("[20") and rng.random() < 0.3:
+            noisy.append(rng.choice(BENIGN_NOISE))
+    variants["noise"] = "\n".join(noisy)
+    for label, variant in variants.items():
+        res = classify_text(variant)
+        assert verdict(res) == verdict(base), label
+        if label in ("ranks", "crlf", "ansi"):
+            assert res["error_lineno"] == base["error_lineno"], label
+
+
 # --------------------------------------------------------------------------------------------- traps
 ARGS_DUMP = (
     "[2026-06-11 05:10:00] server_args=ServerArgs(model_path='/models/Traceback-ready-crash', "
