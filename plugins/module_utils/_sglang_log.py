@@ -126,6 +126,8 @@ _CRASH_PHRASES = (
     (re.compile(r"No supported CUDA architectures found for major versions"), "unsupported_arch", False, ""),
     (re.compile(r"FlashInfer allreduce fusion requires SM90"), "unsupported_arch", False, ""),
     (re.compile(r"Watchdog caught collective operation timeout"), "nccl_error", False, ""),
+    # uvicorn cannot bind the HTTP port (e.g. [Errno 98] address already in use): the server shuts down
+    (re.compile(r"ERROR:\s+\[Errno \d+\] error while attempting to bind on address"), "traceback", False, ""),
     (re.compile(r"^\[(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] Traceback \(most recent call last\)"), "traceback", True, ""),
     (re.compile(r"Exception in (?:ModelTpServer|ModelRpcServer|ControllerSingle|ControllerMulti|run_tp_server"
                 r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b"), "traceback", True, ""),
@@ -164,7 +166,7 @@ _CLASS_PATTERNS = (
     ("nccl_error", re.compile(
         r"NCCL error|nccl\w*Error\b|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError"
         r"|ncclInvalidArgument|DistBackendError|ProcessGroupNCCL.{0,80}(?i:timed? ?out|watchdog)|HCCL error"
-        r"|Hccl\w* failed|RCCL error|connectFullMesh failed|gloo/transport/|ProcessGroupGloo|ncclUniqueId"
+        r"|Hccl\w* failed|RCCL error|connectFullMesh failed|gloo/transport/|ProcessGroupGloo|ncclUniqueId|DistNetworkError"
         r"|Watchdog caught collective operation timeout|c10::DistBackendError|DistStoreError")),
     ("cuda_error", re.compile(
         r"no CUDA-capable device is detected|CUDA-capable device\(s\) (?:is|are)|cudaErrorNoDevice|cudaErrorDevicesUnavailable"
@@ -226,7 +228,7 @@ _FRAME_STAGE = (
 _CRASH_GATES = (
     "Error", "xception", "Abort", "Traceback", "File \"", "quit from a child", "QUIT", "zation failed", "xit code",
     "uler is dead", "ParallelController", "Fatal Python", "wing an instance of", "\nusage: ", "There appear to be",
-    "Watchdog caught", "Killed", "\u5df2\u6740\u6b7b", "Segmentation fault", "Bus error", "Illegal instruction",
+    "Watchdog caught", "ERROR:    [Errno", "Killed", "\u5df2\u6740\u6b7b", "Segmentation fault", "Bus error", "Illegal instruction",
 )
 _CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in _CRASH_GATES))
 _USAGE_RE = re.compile(r"^usage: ")

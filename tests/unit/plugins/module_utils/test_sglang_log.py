@@ -390,6 +390,8 @@ TRACEBACK_HEAD = (
     ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, "
      "NCCL version 2.21.5 ncclUnhandledCudaError: Call to CUDA function failed.", "nccl_error"),
     ("torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined.", "nccl_error"),
+    ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, "
+     "useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use", "nccl_error"),
     ("RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by "
      "key '0', but store->get('0') got error: Connection reset by peer", "nccl_error"),
     ("RuntimeError: CUDA driver version is insufficient for CUDA runtime version", "driver_mismatch"),
@@ -472,6 +474,8 @@ def test_sigquit_logged_first_then_traceback_root_cause():
     ("[2026-08-02 00:17:43] Subprocess scheduler_0 (pid=31377) crashed with exit code -9. Triggering SIGQUIT for cleanup...",
      "silent_exit"),
     ("Killed", "silent_exit"),
+    ("[2026-06-11 05:10:09] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address "
+     "already in use", "traceback"),
     ("[rank0]:[E1104 10:20:30.123456 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
      "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600012 milliseconds before timing out.", "nccl_error"),
     ("Segmentation fault (core dumped)", "process_exited"),
