@@ -480,7 +480,8 @@ class LogClassifier:
             self._crash(pending["signature"], pending["line"], pending["lineno"], events, heads_tb=False)
             self._context = pending["context"]
         elif self._status == "starting" and self._candidate is not None:
-            if self._candidate["benign"]:
+            if self._candidate["benign"] or self._candidate["line"] is None:
+                # benign hook output, or bare frames (a stack print) with no exception line: proves nothing
                 self._candidate = None
             else:
                 self._adopt_candidate(None, None, None, events, heads_tb=False)

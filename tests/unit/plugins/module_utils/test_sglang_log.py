@@ -591,6 +591,17 @@ def test_benign_library_traceback_followed_by_progress_is_not_a_crash():
     assert (res["signature"], res["error_line"]) == ("process_exited", None)
 
 
+def test_bare_frames_without_an_exception_line_prove_nothing():
+    """A stack print (frames only, e.g. traceback.print_stack()) at the end of a static log is not a crash."""
+    text = ("[2026-06-11 05:10:07 TP0] Load weight begin. avail mem=78.5 GB\n"
+            '  File "/venv/lib/python3.12/site-packages/sglang/srt/model_loader/loader.py", line 90, in load_weights\n'
+            "    self._load(x)\n")
+    res = classify_text(text)
+    assert (res["status"], res["stage"], res["signature"]) == ("starting", "load_weights", None)
+    res = classify_text(text, exited=1)
+    assert (res["status"], res["signature"], res["error_line"]) == ("crashed", "process_exited", None)
+
+
 def test_traceback_glued_after_progress_bar_is_a_candidate():
     text = ("[2026-06-11 05:10:07 TP0] Load weight begin. avail mem=78.5 GB\n"
             "\rLoading safetensors checkpoint shards:   0% Completed | 0/8 [00:00<?, ?it/s]Traceback (most recent call last):\n"
