@@ -57,7 +57,10 @@ def _check_known(args, known_flags, boolean_flags):
     for name, value in args.items():
         flag = _flag(name)
         if known is not None and flag not in known:
-            close = difflib.get_close_matches(flag, sorted(known), n=3, cutoff=0.6)
+            # flags the name is an abbreviation of (argparse would expand it) first, then difflib's closest
+            close = [k for k in sorted(known) if k.startswith(flag)][:3]
+            close += [m for m in difflib.get_close_matches(flag, sorted(known), n=6, cutoff=0.6) if m not in close]
+            close = close[:3]
             unknown.append(flag + (f" (did you mean {' or '.join(close)}?)" if close else ''))
         elif switches is not None and flag in switches and value is not None and not isinstance(value, bool):
             raise AnsibleFilterError(

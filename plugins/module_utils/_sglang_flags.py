@@ -634,7 +634,13 @@ def flag_for_key(key):
 
 
 def close_matches(flag, known, n=3):
-    return difflib.get_close_matches(flag, list(known), n=n, cutoff=0.6)
+    """Flags that start with ``flag`` (what argparse would expand an abbreviation to), then difflib's closest."""
+    known = sorted(known)
+    out = [k for k in known if k.startswith(flag)][:n]
+    for match in difflib.get_close_matches(flag, known, n=n + len(out), cutoff=0.6):
+        if match not in out:
+            out.append(match)
+    return out[:n]
 
 
 def check_args(args, parsed):

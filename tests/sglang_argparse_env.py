@@ -1,0 +1,177 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""SGLang's REAL server argument parser on a machine without a GPU (test side only).
+
+``ServerArgs.add_cli_args`` lives in ``sglang/srt/server_args.py``, whose imports pull in torch,
+torchvision, transformers and a dozen light packages.  This helper builds, once, a venv under
+``${LLMOPS_SGLANG_CACHE:-$HOME/.cache/llmops-sglang}/venvs/argparse-py3.12`` with exactly those
+imports (``BASE_REQUIREMENTS``), and for each release a ``--target`` directory with
+``pip install --no-deps sglang==X`` (the cached PyPI wheel from tests/sglang_wheels.py) plus the
+``transformers`` release that SGLang pins in its METADATA.  Then :func:`real_parser` runs
+``ServerArgs.add_cli_args(argparse.ArgumentParser())`` in that interpreter and returns every action,
+and parses the given command lines with it.
+
+torch: PyPI's torch wheel (a CUDA build; importing it needs no GPU) with the matching torchvision.
+The CPU-only torch 2.13.0 wheel that may lie on a machine's disk does not work here: PyPI has no CPU
+torchvision for it, and the CUDA torchvision cannot load its operators on a CPU torch
+(``operator torchvision::nms does not exist``), which SGLang's import of torchvision.transforms hits.
+
+Everything fails loudly (RuntimeError with pip's output) and never skips.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
+
+PYTHON_VERSION = '3.12'
+# What `import sglang.srt.server_args` needs for the releases 0.4.10 - 0.5.23 (found by importing them one by one).
+BASE_REQUIREMENTS = (
+    'torch==2.14.1', 'torchvision==0.29.1', 'triton',
+    'aiohttp', 'attrs', 'dill', 'fastapi', 'httpx', 'ipython', 'msgspec', 'numpy', 'openai', 'orjson', 'packaging',
+    'partial-json-parser', 'pillow', 'psutil', 'pybase64', 'pydantic', 'pyyaml', 'pyzmq', 'requests', 'safetensors',
+    'sentencepiece', 'starlette', 'tqdm',
+)
+PIP_TIMEOUT = 1800
+
+DUMP_SCRIPT = r'''
+import argparse, json, sys, warnings
+warnings.simplefilter("ignore")
+from sglang.srt.server_args import ServerArgs
+cases = json.loads(sys.stdin.read())
+parser = argparse.ArgumentParser(prog="sglang.launch_server")
+ServerArgs.add_cli_args(parser)
+actions = []
+for a in parser._actions:
+    if not a.option_strings or a.dest == "help":
+        continue
+    actions.append({"flags": list(a.option_strings), "dest": a.dest, "nargs": a.nargs, "cls": type(a).__name__})
+parsed = []
+for argv in cases:
+    try:
+        ns = parser.parse_args(argv)
+        parsed.append({"ok": True, "values": {k: v for k, v in vars(ns).items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))}})
+    except SystemExit as exc:
+        parsed.append({"ok": False, "code": exc.code})
+print("@@JSON@@" + json.dumps({"actions": actions, "parsed": parsed}, default=str))
+'''
+
+
+def _run(argv, **kw):
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=PIP_TIMEOUT, check=False, **kw)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError('could not run %s: %s' % (' '.join(argv), exc)) from exc
+
+
+def base_python() -> str:
+    """A Python 3.12 to build the venv with: LLMOPS_ARGPARSE_PYTHON, this interpreter, python3.12, pyenv's 3.12.x."""
+    explicit = os.environ.get('LLMOPS_ARGPARSE_PYTHON')
+    if explicit:
+        return explicit
+    if sys.version_info[:2] == (3, 12):
+        return sys.executable
+    found = shutil.which('python3.12')
+    if found and _run([found, '-c', 'pass']).returncode == 0:
+        return found
+    for candidate in sorted(glob.glob(os.path.expanduser('~/.pyenv/versions/3.12.*/bin/python'))):
+        return candidate
+    raise RuntimeError('no Python 3.12 found for the SGLang argparse venv; set LLMOPS_ARGPARSE_PYTHON')
+
+
+def venv_python() -> Path:
+    """The venv's python, building the venv once (marker file ``.complete`` lists the requirements)."""
+    root = sglang_wheels.cache_root() / 'venvs' / ('argparse-py' + PYTHON_VERSION)
+    python = root / 'bin' / 'python'
+    marker = root / '.complete'
+    wanted = '\n'.join(BASE_REQUIREMENTS) + '\n'
+    if marker.exists() and marker.read_text() == wanted and python.exists():
+        return python
+    if root.exists():
+        shutil.rmtree(str(root))
+    proc = _run([base_python(), '-m', 'venv', str(root)])
+    if proc.returncode != 0:
+        raise RuntimeError('could not create the venv %s: %s' % (root, proc.stderr))
+    proc = _run([str(python), '-m', 'pip', 'install', '--disable-pip-version-check', '-q'] + list(BASE_REQUIREMENTS))
+    if proc.returncode != 0:
+        raise RuntimeError('pip could not install the packages SGLang\'s server_args imports into %s (rc=%s); needs PyPI.\n%s'
+                           % (root, proc.returncode, (proc.stdout + proc.stderr)[-4000:]))
+    marker.write_text(wanted)
+    return python
+
+
+def transformers_pin(wheel: Path):
+    import zipfile  # pylint: disable=import-outside-toplevel
+    with zipfile.ZipFile(str(wheel)) as zf:
+        for name in zf.namelist():
+            if re.match(r'^sglang-[^/]+\.dist-info/METADATA$', name):
+                meta = zf.read(name).decode('utf-8', 'replace')
+                found = re.search(r'^Requires-Dist:\s*transformers\s*==\s*([0-9][^;\s]*)', meta, re.M)
+                return found.group(1) if found else None
+    return None
+
+
+def release_dir(version: str) -> Path:
+    """Cached directory with ``pkg/`` (``pip install --no-deps --target`` of the real sglang release) and ``deps/``
+    (the transformers release SGLang pins, with its own requirements); both go on PYTHONPATH."""
+    python = venv_python()
+    final = sglang_wheels.cache_root() / 'argparse-releases' / version
+    if (final / '.complete').exists() and (final / 'pkg' / 'sglang').is_dir():
+        return final
+    wheel = sglang_wheels.wheel_path(version)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=str(final.parent), prefix='.t-%s-' % version))
+    try:
+        proc = _run([str(python), '-m', 'pip', 'install', '--disable-pip-version-check', '-q', '--no-deps', '--no-index',
+                     '--find-links', str(wheel.parent), '--target', str(tmp / 'pkg'), 'sglang==%s' % version])
+        if proc.returncode != 0:
+            raise RuntimeError('pip install --no-deps sglang==%s failed:\n%s' % (version, (proc.stdout + proc.stderr)[-4000:]))
+        pin = transformers_pin(wheel)
+        if pin:
+            # transformers checks its own pins (tokenizers, huggingface-hub) at import time: install it with them,
+            # in its own directory (pip --target does not merge into a directory that already has bin/)
+            proc = _run([str(python), '-m', 'pip', 'install', '--disable-pip-version-check', '-q', '--target', str(tmp / 'deps'),
+                         'transformers==%s' % pin])
+            if proc.returncode != 0:
+                raise RuntimeError('pip install transformers==%s (pinned by SGLang %s) failed:\n%s'
+                                   % (pin, version, (proc.stdout + proc.stderr)[-4000:]))
+        (tmp / '.complete').write_text(wheel.name + '\n')
+        if final.exists():
+            shutil.rmtree(str(final))
+        os.replace(str(tmp), str(final))
+    except BaseException:
+        shutil.rmtree(str(tmp), ignore_errors=True)
+        raise
+    return final
+
+
+def real_parser(version: str, cases=()):
+    """Build SGLang ``version``'s real parser; return ``{"actions": [...], "parsed": [...]}`` for argv ``cases``."""
+    python = venv_python()
+    target = release_dir(version)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target / 'pkg'), str(target / 'deps')]), CUDA_VISIBLE_DEVICES='',
+               PYTHONWARNINGS='ignore')
+    proc = _run([str(python), '-c', DUMP_SCRIPT], input=json.dumps([list(c) for c in cases]), env=env, cwd='/')
+    marker = '@@JSON@@'
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(marker)), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError('building the real argument parser of SGLang %s failed (rc=%s):\n%s'
+                           % (version, proc.returncode, (proc.stdout + proc.stderr)[-4000:]))
+    return json.loads(line[len(marker):])
+
+
+if __name__ == '__main__':
+    for ver in sys.argv[1:]:
+        got = real_parser(ver)
+        print(ver, sum(len(a['flags']) for a in got['actions']), 'option strings')
