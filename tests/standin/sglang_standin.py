@@ -21,6 +21,10 @@ exercised for real. This program stands in for ``python -m sglang.launch_server`
   listening; with an API key (``--api-key`` or ``SGLANG_API_KEY``) every path except
   ``/health*`` and ``/metrics`` needs ``Authorization: Bearer <key>`` (401 otherwise).
   ``/generate`` answers 200 with a body that says it comes from this stand-in.
+* With ``--node-rank`` above 0 (a multi-node rank other than 0) it replays up to the HTTP
+  server start and then keeps running without listening, as such SGLang ranks do.
+* ``--config FILE`` reads SGLang's flat YAML config file (the collection passes the API key
+  that way); command-line words win over it, as in SGLang.
 * When the replay ends it behaves as the recording did (``--outcome auto`` reads
   ``expected.json``): ``ready`` keeps serving until SIGTERM (exit 0); ``crashed`` exits
   with status 1, or kills itself with SIGKILL when the recorded signature is
@@ -346,11 +350,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--model-path', '--model', dest='model_path', default=None)
     p.add_argument('--context-length', type=int, default=None)
     p.add_argument('--enable-metrics', action='store_true')
+    p.add_argument('--node-rank', type=int, default=0)
+    p.add_argument('--config', default=None)
     return p
 
 
+def read_config(path: str) -> list[str]:
+    """SGLang's --config YAML (flat ``key: value`` lines) as command-line words."""
+    words = []
+    with open(path, encoding='utf-8') as f:
+        for raw in f:
+            line = raw.strip()
+            if not line or line.startswith('#') or ':' not in line:
+                continue
+            key, value = line.split(':', 1)
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in '\'"':
+                value = value[1:-1]
+            words.extend(['--' + key.strip(), value])
+    return words
+
+
 def main(argv: list[str] | None = None) -> int:
-    args, _ignored = build_parser().parse_known_args(argv)
+    parser = build_parser()
+    args, _ignored = parser.parse_known_args(argv)
+    if args.config:
+        # As SGLang does: values from the --config file, command-line words win.
+        args, _ignored = parser.parse_known_args(read_config(args.config) + list(sys.argv[1:] if argv is None else argv))
 
     def on_term(signum, frame):
         raise SystemExit(0)
@@ -389,6 +415,10 @@ def main(argv: list[str] | None = None) -> int:
         delay = t0 + off - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+        if args.node_rank > 0 and (LISTEN_LINE in seg or b'Application startup' in seg or READY_LINE in seg):
+            # SGLang ranks >= 1 of a multi-node server run no HTTP server and never log the ready line.
+            outcome = 'stalled' if outcome == 'ready' else outcome
+            break
         write_all(seg)
         if LISTEN_LINE in seg:
             listen()
