@@ -20,9 +20,9 @@ display = Display()
 MODULE = 'llmops.sglang.wait_for_sglang'
 TERMINAL = ('ready', 'crashed', 'stalled', 'timeout', 'error')
 PER_ROUND_KEYS = ('new_lines', 'new_lines_dropped', 'probes', '_state')
-# Rounds end early on every stage change and terminal status, so their length only bounds how late new log lines
-# appear at -v and how often a module process is started (CPU) during long, quiet stages.
-ROUND_SECONDS_QUIET = 30.0
+# Rounds end on a terminal status at once and shortly (2-5 s) after a stage change, so their length only bounds how
+# late new log lines appear at -v and how often a module process is started (CPU, ~0.3 s each) in long, quiet stages.
+ROUND_SECONDS_QUIET = 60.0
 ROUND_SECONDS_VERBOSE = 5.0
 CONTROLLER_GRACE = 120.0
 

@@ -30,6 +30,8 @@ MAX_NEW_LINES = 200
 RANK_SETTLE_SECONDS = 10.0
 INNER_POLL = 0.05
 PROGRESS_STAGES = ("load_weights", "cuda_graph")
+LINGER = 2.0        # seconds a round goes on after a stage change before it returns (progress output)
+LINGER_LATE = 5.0   # from http_listening on: warmup and the ready line follow within seconds
 
 # Loading / capture progress bars of tqdm ("Loading safetensors checkpoint shards:  57% Completed | 4/7",
 # "Capturing batches (bs=8 avail_mem=7.19 GB):  12%|...").
@@ -419,6 +421,7 @@ class WaitRound:
         bucket0 = self._progress_bucket()
         next_probe = t0
         probed_ready = False
+        changed_at = None
         status = None
         while True:
             now = self.clock()
@@ -436,10 +439,15 @@ class WaitRound:
             if round_seconds is not None:
                 if now - t0 >= round_seconds:
                     break
-                if self.classifier.stage != stage0 or self._progress_bucket() != bucket0:
-                    break
-            if self.classifier.stage != stage0:
-                stage0 = self.classifier.stage
+                if changed_at is None and (self.classifier.stage != stage0 or self._progress_bucket() != bucket0):
+                    changed_at = now
+                # Return soon after a change so the action plugin can print it, but linger a little: the decisive line
+                # (a crash right after "Capture cuda graph begin", the ready line right after warmup) often follows a
+                # stage change closely, and would otherwise fall into the gap while the next round starts.
+                if changed_at is not None:
+                    late = stage_index(self.classifier.stage) >= stage_index("http_listening")
+                    if now - changed_at >= (LINGER_LATE if late else LINGER):
+                        break
             if self.log_source == "file":
                 wait = min(INNER_POLL, self.p.sleep)
             else:

@@ -76,14 +76,21 @@ def display(monkeypatch):
     return disp
 
 
-def replay(log, case, delay=0.01, start_after=0.3, chunk=2048):
+def replay(log, case, delay=0.01, start_after=0.3, chunk=2048, parts=None):
+    """Append a corpus log in chunks; with parts=N, in N blocks of whole lines `delay` seconds apart."""
     data = (CORPUS / case / "server.log").read_bytes()
+    if parts:
+        lines = data.splitlines(True)
+        step = len(lines) // parts + 1
+        chunks = [b"".join(lines[i:i + step]) for i in range(0, len(lines), step)]
+    else:
+        chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)]
 
     def run():
         time.sleep(start_after)
         with open(log, "ab") as f:
-            for i in range(0, len(data), chunk):
-                f.write(data[i:i + chunk])
+            for piece in chunks:
+                f.write(piece)
                 f.flush()
                 time.sleep(delay)
 
@@ -94,7 +101,7 @@ def replay(log, case, delay=0.01, start_after=0.3, chunk=2048):
 
 def test_ready_prints_one_line_per_stage_and_succeeds(tmp_path, display):
     log = tmp_path / "server.log"
-    th = replay(log, "gb10-dflash-spec-decoding-ready", delay=0.05, chunk=1024)
+    th = replay(log, "gb10-dflash-spec-decoding-ready", delay=2.8, parts=5)
     plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 20})
     runner = RealModule(tmp_path)
     plugin._execute_module = runner
