@@ -8,7 +8,7 @@ module finds it through the venv's python, reads the flags from its source and c
 list is compared with the REAL argparse parser of the same release (tests/sglang_argparse_env.py). A second
 release (0.5.23, installed with ``--no-deps --target``) is read through ``sglang_path``.
 
-Run:  PYTHONPATH=<dir above ansible_collections> python -m pytest tests/integration/test_sglang_server_flags.py
+Run:  PYTHONPATH=<dir above ansible_collections> python -m pytest tests/integration/test_sglang_server_flags_playbook.py
 Needs PyPI on the first run (fails, never skips, without it).
 """
 
