@@ -19,7 +19,8 @@
 # On exit every test host, namespace, cgroup and process it started is removed (fleet.sh down --all).
 #
 # Environment: LLMOPS_CI_DIR (work dir), LLMOPS_FLEET_DIR (test-host state, default /var/tmp/llmops-fleet),
-# LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_ARGS (extra pytest arguments).
+# LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_WORKERS (pytest-xdist workers, default 2),
+# LLMOPS_PYTEST_ARGS (extra pytest arguments).
 # Test hosts already up when it starts (e.g. a demo on a developer machine) are left running.
 
 set -uo pipefail
@@ -159,10 +160,26 @@ for v in 3.9 3.10 3.11 3.13 3.14; do
     command -v "python$v" >/dev/null 2>&1 && OTHER_PYTHONS+=("$v")
 done
 
-say "setup: test-host root file system"
-t0=$(date +%s.%N)
-bash "$COLL/tests/infra/fleet.sh" rootfs || setup_fail "building the test-host rootfs"
-STEP_NAMES+=(setup-rootfs); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
+# The test-host rootfs (mmdebstrap, ~20 s; cached) builds in the background while the static
+# steps run; the molecule steps wait for it.
+say "setup: test-host root file system (in the background, log: $CI_DIR/rootfs.log)"
+rm -f "$CI_DIR/rootfs.rc"
+(
+    t0=$(date +%s.%N)
+    bash "$COLL/tests/infra/fleet.sh" rootfs >"$CI_DIR/rootfs.log" 2>&1
+    rc=$?
+    echo "$rc $(elapsed "$t0")" >"$CI_DIR/rootfs.rc"
+) &
+ROOTFS_PID=$!
+wait_rootfs() {
+    local rc secs
+    wait "$ROOTFS_PID" 2>/dev/null
+    read -r rc secs <"$CI_DIR/rootfs.rc" 2>/dev/null || { rc=1; secs=0.0; }
+    cat "$CI_DIR/rootfs.log"
+    STEP_NAMES+=(setup-rootfs); STEP_TIMES+=("$secs")
+    if ((rc == 0)); then STEP_RESULTS+=(passed); else STEP_RESULTS+=("FAILED rc=$rc"); FAILED=1; fi
+    say "setup-rootfs: ${STEP_RESULTS[-1]} in $secs s (background)"
+}
 
 # ------------------------------------------------------------------ steps
 sanity_other_pythons() {
@@ -188,6 +205,7 @@ fi
 run_step units ansible-test units --venv --python 3.12
 run_step ansible-lint ansible-lint
 run_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .
+wait_rootfs
 run_step molecule molecule_all
 run_step molecule-paramiko molecule_paramiko
 fleet_cleanup
@@ -207,7 +225,7 @@ say "pytest ${PYTEST_DIRS[*]} (PYTHONPATH=$COLL_ROOT)"
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086
 (cd "$COLL" && PYTHONPATH=$COLL_ROOT timeout -k 30 1200 python -m pytest -p no:cacheprovider -q -rfE \
-    --continue-on-collection-errors ${LLMOPS_PYTEST_ARGS:-} "${PYTEST_DIRS[@]}")
+    --continue-on-collection-errors -n "${LLMOPS_PYTEST_WORKERS:-2}" ${LLMOPS_PYTEST_ARGS:-} "${PYTEST_DIRS[@]}")
 rc=$?
 ((rc != 0)) && FAILED=1
 exit "$FAILED"
