@@ -409,7 +409,7 @@ kill_ssh_masters() {
     # the next run reuse a dead connection; stop them by PID.
     local addr=$1 p cmd
     for p in /proc/[0-9]*; do
-        cmd=$(tr '\0' ' ' < "$p/cmdline" 2>/dev/null) || continue
+        cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
         [[ $cmd == ssh\ * || $cmd == */ssh\ * ]] || continue
         [[ " $cmd " == *" $addr "* || $cmd == *"@$addr "* || $cmd == *"[mux]"* && $cmd == *"$addr"* ]] || continue
         [[ $cmd == *ControlPersist* || $cmd == *"[mux]"* ]] || continue
