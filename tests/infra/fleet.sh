@@ -168,7 +168,6 @@ sync_content() {
     standin_sources | while IFS=$'\t' read -r src rel; do
         install -D -m 0644 "$src" "$dest.new/$rel"
     done
-    chmod 0755 "$dest.new/sglang_standin.py"
     rm -rf "$dest"
     mv "$dest.new" "$dest"
     install -d -m 0700 "$ROOTFS/root/.ssh"

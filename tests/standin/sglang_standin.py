@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -35,9 +34,9 @@ log it writes, the TCP port and the HTTP status codes the watcher polls. What is
 no model is loaded and no token is generated. It never prints a line of its own except
 on a usage error, and such lines start with ``[llmops-standin]``.
 
-Usage::
+Usage (no shebang: run it with the host's interpreter, e.g. ``/usr/bin/python3``)::
 
-    sglang_standin.py --recording DIR [--outcome auto|ready|crashed|stalled]
+    python3 sglang_standin.py --recording DIR [--outcome auto|ready|crashed|stalled]
                       [--max-seconds 8] <SGLang server args...>
 
 Standard library only; runs on Python 3.9+ (the test hosts' Debian python3).

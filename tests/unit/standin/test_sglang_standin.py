@@ -69,7 +69,7 @@ class Proc:
     def stderr(self, wait=True) -> bytes:
         if wait:
             self._reader.join(10)
-        return b''.join(c for _, c in self.chunks)
+        return b''.join(chunk for _stamp, chunk in self.chunks)
 
     def first_seen(self, needle: bytes):
         """Seconds after start at which needle had arrived on stderr, or None."""
@@ -331,6 +331,6 @@ def test_schedule_inherits_times_never_runs_backwards_and_scales():
 
 def test_missing_recording_is_reported_with_a_marked_line(tmp_path):
     r = subprocess.run([sys.executable, str(STANDIN), '--recording', str(tmp_path / 'nope')],
-                       capture_output=True, timeout=10)
+                       capture_output=True, timeout=10, check=False)
     assert r.returncode == 2
     assert r.stderr.startswith(b'[llmops-standin] cannot read recording')
