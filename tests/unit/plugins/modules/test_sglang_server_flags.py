@@ -10,9 +10,11 @@ import json
 import sys
 import zipfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
+from ansible.module_utils import _internal as module_utils_internal
 from ansible.module_utils.common import warnings as warnings_mod
 from ansible.module_utils.testing import patch_module_args
 
@@ -24,8 +26,10 @@ import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def run_module(capsys, args):
+    # a real module process starts with no warnings and is not the controller; in-process runs share ansible's
+    # globals with tests that imported controller code (then module warnings would go to Display instead)
     getattr(warnings_mod, '_global_warnings', {}).clear()
-    with patch_module_args(args):
+    with patch_module_args(args), mock.patch.object(module_utils_internal, 'is_controller', False):
         with pytest.raises(SystemExit) as info:
             sglang_server_flags.main()
     result = json.loads(capsys.readouterr().out)
