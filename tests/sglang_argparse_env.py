@@ -22,6 +22,8 @@ Everything fails loudly (RuntimeError with pip's output) and never skips.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -90,8 +92,25 @@ def base_python() -> str:
     raise RuntimeError('no Python 3.12 found for the SGLang argparse venv; set LLMOPS_ARGPARSE_PYTHON')
 
 
+@contextlib.contextmanager
+def _locked(name):
+    """Serialise building one cached item across processes (pytest-xdist workers)."""
+    path = sglang_wheels.cache_root() / ('.%s.lock' % name)
+    with open(str(path), 'w') as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def venv_python() -> Path:
     """The venv's python, building the venv once (marker file ``.complete`` lists the requirements)."""
+    with _locked('argparse-venv'):
+        return _venv_python()
+
+
+def _venv_python() -> Path:
     root = sglang_wheels.cache_root() / 'venvs' / ('argparse-py' + PYTHON_VERSION)
     python = root / 'bin' / 'python'
     marker = root / '.complete'
@@ -126,6 +145,11 @@ def release_dir(version: str) -> Path:
     """Cached directory with ``pkg/`` (``pip install --no-deps --target`` of the real sglang release) and ``deps/``
     (the transformers release SGLang pins, with its own requirements); both go on PYTHONPATH."""
     python = venv_python()
+    with _locked('argparse-release-' + version):
+        return _release_dir(python, version)
+
+
+def _release_dir(python, version):
     final = sglang_wheels.cache_root() / 'argparse-releases' / version
     if (final / '.complete').exists() and (final / 'pkg' / 'sglang').is_dir():
         return final
