@@ -42,6 +42,11 @@ options:
       - Server arguments to check, as given to the P(llmops.sglang.sglang_cli_args#filter) filter; keys are flag names
         with or without C(--), underscores are read as dashes (V(tp_size) is C(--tp-size)).
       - Values are only checked for switches (RV(boolean_flags)), which take V(true), V(false) or V(null).
+      - Values of flags whose name contains C(key), C(token), C(secret) or C(password) (for example C(--api-key)) are
+        masked in the result. AnsibleModule still logs its arguments to the target's journal when it starts, so keep
+        secrets out of O(args) (the names are what is checked) or set the task keyword C(no_log); the
+        P(llmops.sglang.sglang_cli_args#filter) filter with O(llmops.sglang.sglang_cli_args#filter:known_flags) runs the
+        same check on the controller without sending anything to the host.
     type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
@@ -165,6 +170,7 @@ parser_warnings:
 '''
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -175,6 +181,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import 
     locate_package,
     read_version,
 )
+
+
+_SECRET_NAME = re.compile(r'(?i)(key|token|secret|passw)')
 
 
 def _locate(module):
@@ -220,6 +229,9 @@ def main():
     for warning in parsed['warnings']:
         module.warn('SGLang %s: %s' % (version, warning))
     args = module.params['args'] or {}
+    for key, value in args.items():
+        if _SECRET_NAME.search(str(key)) and isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value):
+            module.no_log_values.add(str(value))
     unknown, problems = sf.check_args(args, parsed)
     result['unknown'] = [u['flag'] for u in unknown]
     result['did_you_mean'] = dict((u['flag'], u['did_you_mean']) for u in unknown)

@@ -122,3 +122,17 @@ def test_python_without_sglang(capsys):
     res = run_module(capsys, {'python': sys.executable})
     assert res['failed'] is True
     assert 'SGLang is not installed for the interpreter %s' % sys.executable in res['msg']
+
+
+def test_secret_values_are_masked_in_the_result(capsys, pkg_0_5_14):
+    secret = 'sk-live-4f9a2c77e1'
+    # the controller asks for the invocation (module_args) to be echoed in the result, as for a registered result
+    res = run_module(capsys, {'sglang_path': str(pkg_0_5_14), '_ansible_inject_invocation': True,
+                              'args': {'api-key': secret, 'admin_api_key': secret + '-admin', 'tp-size': 8, 'bogus-token': secret}})
+    text = json.dumps(res)
+    assert res['failed'] is True and res['unknown'] == ['--bogus-token']
+    assert secret not in text
+    # only the secret values are masked: other values and the flag names stay readable
+    assert res['invocation']['module_args']['args']['tp-size'] == 8
+    assert res['invocation']['module_args']['args']['api-key'] == 'VALUE_SPECIFIED_IN_NO_LOG_PARAMETER'
+    assert res['did_you_mean']['--bogus-token'] == [] or all(f.startswith('--') for f in res['did_you_mean']['--bogus-token'])
