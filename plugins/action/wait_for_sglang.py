@@ -7,8 +7,10 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
+from ansible import constants as C
 from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -25,6 +27,60 @@ PER_ROUND_KEYS = ('new_lines', 'new_lines_dropped', 'probes', '_state')
 ROUND_SECONDS_QUIET = 60.0
 ROUND_SECONDS_VERBOSE = 5.0
 CONTROLLER_GRACE = 120.0
+# Multi-node deployments: short rounds so a failed peer rank ends this rank's wait within about 2 s.
+ROUND_SECONDS_PEERS = 2.0
+PEER_FAILURES = ('crashed', 'stalled', 'timeout')
+
+
+def _peer_dir(deployment):
+    # DEFAULT_LOCAL_TMP is made once per ansible-playbook run and shared by its forked workers, and removed at
+    # exit, so files here belong to this run only and never go stale.
+    safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in deployment)
+    return os.path.join(C.DEFAULT_LOCAL_TMP, 'llmops-sglang-peers', safe)
+
+
+def report_peer_failure(deployment, host, res, node_rank):
+    """Tell the other ranks of this deployment (same ansible-playbook run) that this rank failed."""
+    path = _peer_dir(deployment)
+    os.makedirs(path, exist_ok=True)
+    record = dict((k, res.get(k)) for k in ('status', 'stage', 'signature', 'error_line', 'msg'))
+    record.update(host=host, node_rank=node_rank)
+    tmp = os.path.join(path, '.%s.json.tmp' % host)
+    with open(tmp, 'w', encoding='utf-8') as f:
+        json.dump(record, f)
+    os.replace(tmp, os.path.join(path, '%s.json' % host))  # atomic: readers never see half a record
+
+
+def first_peer_failure(deployment, host):
+    """The failure record of another rank of this deployment, or None."""
+    path = _peer_dir(deployment)
+    try:
+        names = sorted(n for n in os.listdir(path) if n.endswith('.json') and n != '%s.json' % host)
+    except FileNotFoundError:
+        return None
+    for name in names:
+        try:
+            with open(os.path.join(path, name), encoding='utf-8') as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def peer_failed_result(host, res, peer, deployment):
+    """This rank's result when another rank of the deployment failed first."""
+    res = dict(res)
+    res.update(
+        status='crashed',
+        ready=False,
+        signature=peer.get('signature') or peer.get('status'),
+        error_line=peer.get('error_line'),
+        peer_failure=peer,
+        msg='SGLang deployment %s failed on rank %s (%s): %s; %s stopped waiting at stage %s (node rank %s)'
+            % (deployment, peer.get('node_rank'), peer.get('host'), peer.get('msg') or peer.get('status'), host,
+               res.get('stage'), res.get('node_rank', '?')),
+    )
+    return res
 
 
 def public_argument_spec():
@@ -80,6 +136,9 @@ class ActionModule(ActionBase):
             round_seconds = 0.0
         else:
             round_seconds = ROUND_SECONDS_VERBOSE if display.verbosity >= 1 else ROUND_SECONDS_QUIET
+        deployment = new_args.get('deployment')
+        if deployment and not check_mode:
+            round_seconds = min(round_seconds, ROUND_SECONDS_PEERS)
         deadline = time.monotonic() + float(new_args.get('timeout') or 1800) + CONTROLLER_GRACE
 
         state = {}
@@ -103,6 +162,14 @@ class ActionModule(ActionBase):
                 if line.split(' (')[0] != (last_line or '').split(' (')[0]:
                     display.display(line)
                     last_line = line
+                if deployment and not check_mode:
+                    if res.get('status') in PEER_FAILURES:
+                        report_peer_failure(deployment, host, res, new_args.get('node_rank'))
+                    elif res.get('status') not in TERMINAL:
+                        peer = first_peer_failure(deployment, host)
+                        if peer:
+                            res = peer_failed_result(host, dict(res, node_rank=new_args.get('node_rank')), peer, deployment)
+                            display.display(progress_line(host, res))
                 if check_mode or res.get('status') in TERMINAL:
                     break
                 if time.monotonic() > deadline:

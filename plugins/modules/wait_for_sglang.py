@@ -92,6 +92,15 @@ options:
       - Readiness of the whole multi-node server is proven only by the wait on node rank 0.
     type: int
     default: 0
+  deployment:
+    description:
+      - Name of the multi-node deployment this host is a rank of (the role passes its inventory group).
+      - Handled on the controller by the action plugin. Every host of the same O(deployment) in the same
+        C(ansible-playbook) run watches the others, and when one rank ends as V(crashed), V(stalled) or V(timeout),
+        the waits on all other ranks end at once as V(crashed), naming the failed rank, its host and its error, in
+        RV(peer_failure). Rounds are kept short (2 seconds) so a peer's failure is noticed within about 2 seconds.
+      - Without the action plugin (a direct module call) this option has no effect.
+    type: str
   timeout:
     description:
       - Maximum number of seconds to wait for the server to become ready.
@@ -320,6 +329,15 @@ progress:
   returned: always
   type: int
   sample: 57
+peer_failure:
+  description:
+    - With O(deployment), the failure of another rank that ended this wait (C(host), C(node_rank), C(status),
+      C(stage), C(signature), C(error_line), C(msg)).
+  returned: when another rank of the deployment failed first
+  type: dict
+  sample: {host: node2, node_rank: 1, status: crashed, stage: init_distributed, signature: nccl_error,
+           error_line: "[2025-02-26 12:01:56 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+           msg: "SGLang on node2 crashed after 3.2s at stage init_distributed: ..."}
 exited:
   description: How the process or unit was seen to exit (C(by) V(unit) or V(pid), C(reason), C(exit_code)), or null.
   returned: always
@@ -358,6 +376,7 @@ def argument_spec():
         validate_certs=dict(type='bool', default=True),
         ready_probe=dict(type='str', default='auto', choices=['auto', 'log', 'health', 'health_generate']),
         node_rank=dict(type='int', default=0),
+        deployment=dict(type='str'),
         timeout=dict(type='int', default=1800),
         stall_timeout=dict(type='int', default=900),
         sleep=dict(type='float', default=0.25),

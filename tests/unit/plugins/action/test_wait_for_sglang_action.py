@@ -202,3 +202,37 @@ def test_progress_line_format():
     assert progress_line("node1", {"stage": "cuda_graph", "signature": "cuda_oom", "elapsed": 83.2, "status": "crashed"}) == \
         "node1: crashed at cuda_graph: cuda_oom (83.2s)"
     assert progress_line("n", {"stage": "init_distributed", "elapsed": 900, "status": "stalled"}) == "n: stalled at init_distributed (900.0s)"
+
+
+def test_a_failed_rank_ends_the_wait_on_the_other_ranks_of_the_deployment(tmp_path, display, monkeypatch):
+    # Two ranks of one deployment waited on by two plugin instances at once (as two forks of one ansible-playbook run
+    # would): rank 1 replays a real crash during NCCL init, rank 0 a real start that hangs after the NCCL version line.
+    monkeypatch.setattr(action_mod.C, "DEFAULT_LOCAL_TMP", str(tmp_path / "local-tmp"))
+    crash_case = "tp8-rank2-exception-during-nccl-init"
+    exp = json.loads((CORPUS / crash_case / "expected.json").read_text())
+    log0, log1 = tmp_path / "rank0.log", tmp_path / "rank1.log"
+    th0 = replay(log0, "gb200-two-node-hang-after-nccl-version", start_after=0.1)
+    th1 = replay(log1, crash_case, start_after=1.5)
+    results = {}
+
+    def wait(host, log, rank):
+        plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 50,
+                                 "node_rank": rank, "deployment": "glm5-pair"})
+        plugin._execute_module = RealModule(tmp_path / host)
+        (tmp_path / host).mkdir()
+        results[host] = (plugin.run(task_vars={"inventory_hostname": host}), time.monotonic())
+
+    threads = [threading.Thread(target=wait, args=a) for a in (("node1", log0, 0), ("node2", log1, 1))]
+    for t in threads:
+        t.start()
+    for t in threads + [th0, th1]:
+        t.join(90)
+    r0, t_rank0 = results["node1"]
+    r1, t_rank1 = results["node2"]
+    assert r1["status"] == "crashed" and r1["signature"] == exp["signature"] and "peer_failure" not in r1
+    assert r0["status"] == "crashed" and r0["failed"] is True
+    assert r0["peer_failure"]["host"] == "node2" and r0["peer_failure"]["node_rank"] == 1
+    assert r0["signature"] == exp["signature"] and r0["error_line"] == exp["first_error_line"]
+    assert "failed on rank 1 (node2)" in r0["msg"] and "node1 stopped waiting" in r0["msg"]
+    # rank 0 ends within a couple of short rounds after rank 1, not at its stall_timeout (50 s)
+    assert t_rank0 - t_rank1 < 5.0
