@@ -58,7 +58,7 @@ def corpus(case):
     return (CORPUS / case / "server.log").read_bytes()
 
 
-def run_playbook(tmp_path, wait_args, verbosity=0, check=False, timeout=180):
+def run_playbook(tmp_path, wait_args, verbosity=0, check=False, timeout=180, inventory=None):
     pb = tmp_path / "wait.yml"
     pb.write_text(PLAYBOOK)
     result_file = tmp_path / "result.json"
@@ -67,7 +67,10 @@ def run_playbook(tmp_path, wait_args, verbosity=0, check=False, timeout=180):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH), ANSIBLE_NOCOLOR="1",
                ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"), ANSIBLE_REMOTE_TMP=str(tmp_path / "ansible-remote"))
-    argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(pb), "-e", "@%s" % (tmp_path / "extra.json")]
+    if inventory:
+        argv = [PLAYBOOK_BIN, "-i", str(inventory), str(pb), "-e", "@%s" % (tmp_path / "extra.json")]
+    else:
+        argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(pb), "-e", "@%s" % (tmp_path / "extra.json")]
     if verbosity:
         argv.append("-" + "v" * verbosity)
     if check:
@@ -331,3 +334,74 @@ def test_verbose_shows_new_log_lines(tmp_path):
     w.join()
     assert res["status"] == "crashed"
     assert "<localhost> " in proc.stdout and "Uvicorn running on" in proc.stdout
+
+
+# ------------------------------------------------------------------------------------------------ over real SSH
+
+SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/sshd") else None)
+
+
+@pytest.fixture(scope="module")
+def ssh_host(tmp_path_factory):
+    """A real sshd on 127.0.0.1 (own config, keys and port), reached by Ansible's ssh connection."""
+    if SSHD is None or shutil.which("ssh-keygen") is None or shutil.which("ssh") is None or os.geteuid() != 0:
+        pytest.skip("needs root, sshd, ssh and ssh-keygen (apt-get install openssh-server openssh-client)")
+    d = tmp_path_factory.mktemp("sshd")
+    for name in ("hostkey", "client"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    shutil.copy(d / "client.pub", d / "authorized_keys")
+    port = _free_port()
+    (d / "sshd_config").write_text(
+        "Port %d\nListenAddress 127.0.0.1\nHostKey %s\nPidFile %s\nAuthorizedKeysFile %s\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "UsePAM no\nStrictModes no\n" % (port, d / "hostkey", d / "sshd.pid", d / "authorized_keys"))
+    os.makedirs("/run/sshd", exist_ok=True)
+    subprocess.run([SSHD, "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")], check=True)
+    t_end = time.monotonic() + 10
+    while time.monotonic() < t_end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    inv = d / "inventory.ini"
+    inv.write_text(
+        "node1 ansible_host=127.0.0.1 ansible_port=%d ansible_user=root ansible_connection=ssh "
+        "ansible_ssh_private_key_file=%s ansible_python_interpreter=%s "
+        "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'\n"
+        % (port, d / "client", sys.executable))
+    yield inv
+    try:
+        os.kill(int((d / "sshd.pid").read_text().strip()), 15)
+    except (OSError, ValueError):
+        pass
+
+
+def test_over_ssh_ready_and_progress(tmp_path, ssh_host):
+    case = "rocm-tp2-multimodal-ready-no-cuda-graph"
+    log = tmp_path / "server.log"
+    w = Writer(log, corpus(case), start_after=0.5, line_delay=0.01)
+    w.start()
+    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 30},
+                                inventory=ssh_host)
+    w.join()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert res["status"] == "ready" and "node1: ready (" in proc.stdout
+
+
+def test_over_ssh_crash_with_pid_watch(tmp_path, ssh_host):
+    case = "nccl-unhandled-system-error-unindented-traceback"
+    exp = expected(case)
+    log = tmp_path / "server.log"
+    child = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "time.sleep(3)\n"
+        "open(sys.argv[1], 'ab').write(open(sys.argv[2], 'rb').read())\n"
+        "sys.exit(1)\n"), str(log), str(CORPUS / case / "server.log")])
+    try:
+        proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60},
+                                    inventory=ssh_host)
+    finally:
+        child.wait()
+    assert res["status"] == "crashed" and (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])
+    assert res["msg"].startswith("SGLang on node1 crashed after ")
