@@ -15,6 +15,7 @@ Private module_utils: runs on the target host, Python 3.9+, standard library onl
 from __future__ import annotations
 
 import os
+import calendar
 import re
 import socket
 import time
@@ -93,6 +94,16 @@ def stage_index(stage):
         return -1
 
 
+# SGLang's own line prefix "[2026-08-01 23:37:38" (optionally "[2026-08-01 23:37:38.123 TP0]").
+_LOG_TIME_RE = re.compile(r"(?m)^\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+
+
+def _log_seconds(m):
+    """Seconds since the epoch (UTC-naive) of a _LOG_TIME_RE match; only differences are used."""
+    y, mo, d, h, mi, sec = (int(g) for g in m.groups())
+    return calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0))
+
+
 def _display_line(line):
     """What a terminal shows of a raw log line: ANSI colours removed, last carriage-return segment, bounded."""
     if line is None:
@@ -151,7 +162,8 @@ class WaitRound:
                   "unit_baseline": None, "unit": None, "pid_start": None, "journal_cursor": None,
                   "journal_invocation": None, "http": None, "http_key": None, "models": None, "tail": [],
                   "tail_partial": "", "progress": None, "scheduler_up": False, "exited": None, "error": None,
-                  "reads": 0, "bytes_read": 0, "log_reset": None, "run_offset": None, "quiet_since": now}
+                  "reads": 0, "bytes_read": 0, "log_reset": None, "run_offset": None, "quiet_since": now,
+                  "first_log_time": None}
         if now < st["start"]:  # monotonic clock went back: the host rebooted between rounds
             st["start"] = st["last_change"] = st["quiet_since"] = now
         self.s = st
@@ -184,6 +196,11 @@ class WaitRound:
         self.s["last_change"] = now
         self.s["quiet_since"] = now
         self.s["bytes_read"] += len(text)
+        if self.s.get("first_log_time") is None:
+            # the run's first SGLang timestamp: stage times in the log are measured from it
+            m = _LOG_TIME_RE.search(text)
+            if m:
+                self.s["first_log_time"] = _log_seconds(m)
         stage0 = self.classifier.stage
         events = self.classifier.feed(text, now=now)
         scan = text
@@ -481,10 +498,14 @@ class WaitRound:
 
     def _stages(self, res):
         out = []
+        first = self.s.get("first_log_time")
         for st in res.get("stages") or []:
             t = st.get("time")
+            m = _LOG_TIME_RE.match(st.get("line") or "")
             out.append({"stage": st.get("stage"),
                         "elapsed": round(max(0.0, t - self.s["start"]), 1) if isinstance(t, (int, float)) else None,
+                        "log_elapsed": (round(max(0.0, _log_seconds(m) - first), 1)
+                                        if m and first is not None else (0.0 if st.get("stage") == "start" and first is not None else None)),
                         "line": _display_line(st.get("line"))})
         return out
 

@@ -253,13 +253,18 @@ stage:
   type: str
   sample: cuda_graph
 stages:
-  description: The stages in the order they were first reached, with seconds since the start of the wait and the line.
+  description:
+    - The stages in the order they were first reached, with the line that showed each one.
+    - C(elapsed) is seconds from the start of the wait until the line was read.
+    - C(log_elapsed) is seconds from the run's first timestamped SGLang line to this stage's line, from SGLang's own
+      C([YYYY-MM-DD HH:MM:SS]) prefixes (one-second resolution), or null when the line has no timestamp. It gives the
+      real stage durations even when the wait started late or read many lines at once.
   returned: always
   type: list
   elements: dict
   sample:
-    - {stage: init_distributed, elapsed: 2.1, line: "[2026-06-11 05:10:02 TP0] Init torch distributed begin."}
-    - {stage: load_weights, elapsed: 3.0, line: "[2026-06-11 05:10:03 TP0] Load weight begin. avail mem=23.2 GB"}
+    - {stage: init_distributed, elapsed: 2.1, log_elapsed: 2.0, line: "[2026-06-11 05:10:02 TP0] Init torch distributed begin."}
+    - {stage: load_weights, elapsed: 3.0, log_elapsed: 3.0, line: "[2026-06-11 05:10:03 TP0] Load weight begin. avail mem=23.2 GB"}
 signature:
   description: Crash class when RV(status) is V(crashed), else null. One of V(traceback), V(sigquit_child), V(cuda_oom),
     V(cuda_error), V(nccl_error), V(import_error), V(arg_error), V(driver_mismatch), V(unsupported_arch),

@@ -536,3 +536,24 @@ def test_sigkill_of_writer_without_log_proof_is_detected(tmp_path):
     child.wait()
     res = WaitRound(WaitParams(log_path=str(log), pid=child.pid, timeout=5, sleep=0.05)).run(None)
     assert res["status"] == "crashed" and res["elapsed"] < 0.5
+
+
+def test_stage_times_come_from_the_log_timestamps_when_the_whole_log_is_read_at_once(tmp_path):
+    # The wait often starts after the server did (handlers, other hosts): every stage line is then read in one
+    # chunk, so only SGLang's own timestamps tell how long each stage took.
+    from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import WaitParams, WaitRound
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2026-06-11 05:10:00] server_args=ServerArgs(model_path='m')\n"
+        "[2026-06-11 05:10:02 TP0] Init torch distributed begin.\n"
+        "[2026-06-11 05:10:05 TP0] Load weight begin. avail mem=23.2 GB\n"
+        "[2026-06-11 05:11:05 TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=10.0 GB\n"
+    )
+    params = WaitParams(log_path=str(log), log_offset=0, timeout=30, stall_timeout=0, sleep=0.05)
+    rnd = WaitRound(params)
+    res = rnd.run(round_seconds=0)
+    by_stage = dict((s["stage"], s) for s in res["stages"])
+    assert by_stage["init_distributed"]["log_elapsed"] == 2.0
+    assert by_stage["load_weights"]["log_elapsed"] == 5.0
+    assert by_stage["kv_cache"]["log_elapsed"] == 65.0
+    assert by_stage["start"]["log_elapsed"] == 0.0
