@@ -76,4 +76,9 @@ rc=$?
 set -e
 echo
 echo "deploy playbook finished in $(( $(date +%s) - start ))s with exit code $rc"
+if [ "$rc" -eq 0 ]; then
+  step "ansible-playbook llmops.sglang.check (read-only: patch state and readiness)"
+  ansible-playbook llmops.sglang.check \
+    -i "$dir/demo-hosts.yml" -i "$repo/demo/inventory.yml" -e llmops_demo="$scenario"
+fi
 exit $rc
