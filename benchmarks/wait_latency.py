@@ -318,7 +318,7 @@ def main(argv=None):
         print("ansible-playbook start-up: %.2f s CPU, %s read" % (base["cpu"], fmt_b(base["rchar"])), flush=True)
         # 1. ready latency
         for i in range(args.trials):
-            res, rep = trial(work / ("ready-%d" % i), READY_CASE, args.factor, lead_in=8.0, timeout=60)
+            res, _ = trial(work / ("ready-%d" % i), READY_CASE, args.factor, lead_in=8.0, timeout=60)
             for k, r in res.items():
                 names[k] = r["name"]
                 ready[k].append(r)
@@ -326,12 +326,12 @@ def main(argv=None):
         # 2. crash latency (the alternatives can only time out)
         crash_exp = json.loads((CORPUS / CRASH_CASE / "expected.json").read_text())
         crash_timeout = 20
-        crash, rep = trial(work / "crash", CRASH_CASE, args.factor, lead_in=8.0, timeout=crash_timeout,
-                           mark=crash_exp["first_error_line"].encode())
+        crash, _ = trial(work / "crash", CRASH_CASE, args.factor, lead_in=8.0, timeout=crash_timeout,
+                         mark=crash_exp["first_error_line"].encode())
         print("crash trial: %s" % ", ".join("%s %.2fs" % (k, r["latency"]) for k, r in crash.items()), flush=True)
         # 3. bytes read with a big log already present (the waiters start at its end: default log_offset)
-        big, rep = trial(work / "big", READY_CASE, args.factor, lead_in=8.0, timeout=60, prefix_bytes=args.big,
-                         methods=("round", "playbook", "shell", "wait_for"))
+        big, _ = trial(work / "big", READY_CASE, args.factor, lead_in=8.0, timeout=60, prefix_bytes=args.big,
+                       methods=("round", "playbook", "shell", "wait_for"))
         print("1 GiB trial: %s" % ", ".join("%s %s" % (k, fmt_b(r["rchar"])) for k, r in big.items()), flush=True)
         # 4. CPU during a long quiet wait (stage load_weights, nothing new for --long-wait seconds)
         quiet = work / "quiet"
@@ -395,8 +395,8 @@ def main(argv=None):
     table = "\n".join(lines)
     meta = ("Measured %s on %d cores, ansible-core from %s, replay of `%s` (ready) and `%s` (crash) compressed x%g; "
             "the shell loop's `sleep 15` and uri's `delay: 10` are scaled by 1/%g and also given as raw equivalent; "
-            "wait_for keeps its default 1 s poll." % (time.strftime("%Y-%m-%d"), os.cpu_count(), PLAYBOOK_BIN,
-                                                       READY_CASE, CRASH_CASE, args.factor, args.factor))
+            "wait_for keeps its default 1 s poll." % (
+                time.strftime("%Y-%m-%d"), os.cpu_count(), PLAYBOOK_BIN, READY_CASE, CRASH_CASE, args.factor, args.factor))
     print()
     print(table)
     print()

@@ -182,7 +182,7 @@ def test_truncation_of_an_old_log_mid_wait(tmp_path):
 
     w = Writer(log, corpus(case), start_after=1.0, before=truncate)
     w.start()
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
+    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
     w.join()
     assert res["status"] == "crashed" and res["signature"] == exp["signature"] and res["log_reset"] == "truncated"
     assert res["error_line"] == exp["first_error_line"]
@@ -199,7 +199,7 @@ def test_rotation_to_a_new_file_mid_wait(tmp_path):
 
     w = Writer(log, corpus(case), start_after=1.0, before=rotate)
     w.start()
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
+    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
     w.join()
     assert res["status"] == "crashed" and res["log_reset"] in ("replaced", "appeared")
     assert (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])
@@ -226,7 +226,7 @@ def test_stale_offset_beyond_eof_reads_from_zero(tmp_path):
     log = tmp_path / "server.log"
     w = Writer(log, corpus(case), start_after=1.0)
     w.start()
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": exp["stale_offset_bytes"], "timeout": 60})
+    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": exp["stale_offset_bytes"], "timeout": 60})
     w.join()
     assert res["status"] == "crashed" and (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])
 
@@ -240,7 +240,7 @@ def test_real_child_process_exit_with_pid_watch(tmp_path):
         "time.sleep(4)\n"
         "sys.exit(1)\n"), str(log)])
     try:
-        proc, res, took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60})
+        _proc, res, took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60})
     finally:
         child.wait()
     assert res["status"] == "crashed" and res["signature"] == "process_exited" and res["stage"] == "init_distributed"
@@ -251,7 +251,7 @@ def test_stall_at_nccl_init(tmp_path):
     case = "gb200-two-node-hang-after-nccl-version"
     log = tmp_path / "server.log"
     log.write_bytes(corpus(case))
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 2})
+    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 2})
     assert res["status"] == "stalled" and res["stage"] == "init_distributed" and "NCCL" in res["msg"]
 
 
@@ -303,8 +303,8 @@ def test_http_ready_with_api_key_through_standin(tmp_path, standin):
 @pytest.mark.skipif(not STANDIN.exists(), reason="SGLang stand-in not present")
 def test_http_401_without_api_key_fails_at_once(tmp_path, standin):
     proc_s, log, url = standin("gb10-dflash-spec-decoding-ready", api_key="sk-test", max_seconds=2.0)
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url,
-                                           "timeout": 60})
+    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url,
+                                            "timeout": 60})
     assert res["status"] == "error" and "HTTP 401" in res["msg"] and "api_key" in res["msg"]
     assert res["elapsed"] < 15
 
@@ -314,7 +314,7 @@ def test_standin_crash_exits_and_is_reported(tmp_path, standin):
     case = "warmup-502-initialization-failed-killed"
     exp = expected(case)
     proc_s, log, url = standin(case, max_seconds=2.0)
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url, "timeout": 60})
+    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url, "timeout": 60})
     assert res["status"] == "crashed" and res["signature"] == exp["signature"]
 
 
@@ -399,8 +399,8 @@ def test_over_ssh_crash_with_pid_watch(tmp_path, ssh_host):
         "open(sys.argv[1], 'ab').write(open(sys.argv[2], 'rb').read())\n"
         "sys.exit(1)\n"), str(log), str(CORPUS / case / "server.log")])
     try:
-        proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60},
-                                    inventory=ssh_host)
+        _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60},
+                                     inventory=ssh_host)
     finally:
         child.wait()
     assert res["status"] == "crashed" and (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])

@@ -363,7 +363,7 @@ def test_node_rank_1_ready_after_kv_cache_and_quiet(tmp_path, monkeypatch):
         res = WaitRound(params).run(0.8)
         assert res["status"] == "starting" and res["stage"] == "load_weights"  # not yet past weights
         state = res.pop("_state")
-        with open(log, "a") as f:
+        with open(log, "a", encoding="utf-8") as f:
             f.write(text[len(text.split("Load weight end")[0]):])
         res = WaitRound(params, state=state).run(None)
         assert res["status"] == "ready" and "node rank 1" in res["msg"]
@@ -472,7 +472,7 @@ def test_round_returns_early_on_stage_change(tmp_path):
     log = tmp_path / "server.log"
     log.write_text("")
     params = WaitParams(log_path=str(log), timeout=100, sleep=0.25)
-    threading.Timer(0.3, lambda: open(log, "a").write("[2026-06-11 05:10:02 TP0] Init torch distributed begin.\n")).start()
+    threading.Timer(0.3, lambda: log.open("a", encoding="utf-8").write("[2026-06-11 05:10:02 TP0] Init torch distributed begin.\n")).start()
     t0 = time.monotonic()
     res = WaitRound(params).run(10)
     took = time.monotonic() - t0
@@ -541,7 +541,6 @@ def test_sigkill_of_writer_without_log_proof_is_detected(tmp_path):
 def test_stage_times_come_from_the_log_timestamps_when_the_whole_log_is_read_at_once(tmp_path):
     # The wait often starts after the server did (handlers, other hosts): every stage line is then read in one
     # chunk, so only SGLang's own timestamps tell how long each stage took.
-    from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import WaitParams, WaitRound
     log = tmp_path / "server.log"
     log.write_text(
         "[2026-06-11 05:10:00] server_args=ServerArgs(model_path='m')\n"
