@@ -33,6 +33,8 @@ INNER_POLL = 0.05
 PROGRESS_STAGES = ("load_weights", "cuda_graph")
 LINGER = 2.0        # seconds a round goes on after a stage change before it returns (progress output)
 LINGER_LATE = 5.0   # from http_listening on: warmup and the ready line follow within seconds
+HEALTH_ONLY_SECONDS = 30.0  # /health 200 with a silent log for this long is ready (server logging above info)
+SLOW_HTTP_PROBE = 2.0       # HTTP probe interval before the log shows the port open
 
 # Loading / capture progress bars of tqdm ("Loading safetensors checkpoint shards:  57% Completed | 4/7",
 # "Capturing batches (bs=8 avail_mem=7.19 GB):  12%|...").
@@ -306,12 +308,19 @@ class WaitRound:
             self.s["exited"] = {"by": "pid", "reason": reason, "exit_code": None}
             self.s["last_change"] = now
 
-    def _http_wanted(self):
+    def _http_wanted(self, now):
         if not self.p.url or self.p.node_rank >= 1:
             return False
         if self.p.ready_probe in ("health", "health_generate") or self.log_source is None:
             return True
-        return self.classifier.status == "ready" or stage_index(self.classifier.stage) >= stage_index("http_listening")
+        if self.classifier.status == "ready" or stage_index(self.classifier.stage) >= stage_index("http_listening"):
+            return True
+        # before the log shows HTTP listening: a slow probe (a closed port answers in microseconds), for servers whose
+        # log level hides the stage lines
+        if now >= self.s.get("next_slow_http", 0.0):
+            self.s["next_slow_http"] = now + SLOW_HTTP_PROBE
+            return True
+        return False
 
     def probe_http(self, now):
         http = dict(self.s["http"] or {"url": self.p.url})
@@ -345,6 +354,11 @@ class WaitRound:
                 self.s["last_change"] = now
             self.s["http_key"] = key
         self.s["http"] = http
+        if h["status"] == 200:
+            if self.s.get("health_ok_since") is None:
+                self.s["health_ok_since"] = now
+        else:
+            self.s["health_ok_since"] = None
 
     def probe_all(self, now):
         if self.p.unit:
@@ -353,7 +367,7 @@ class WaitRound:
             self.probe_pid(now)
         if self.log_source == "journal":
             self.read_log(now)
-        if self._http_wanted():
+        if self._http_wanted(now):
             self.probe_http(now)
 
     # ---------------------------------------------------------------------------------------------- decisions
@@ -407,8 +421,17 @@ class WaitRound:
             return c.status == "ready" and model_ok
         if self.p.ready_probe in ("health", "health_generate"):
             return health == 200 and model_ok
-        # auto: /health 200 is only proof together with the log's ready line (or when there is no log at all)
-        return health == 200 and model_ok and (c.status == "ready" or self.log_source is None)
+        # auto: /health 200 is only proof together with the log's ready line (or when there is no log at all) ...
+        if health == 200 and model_ok and (c.status == "ready" or self.log_source is None):
+            return True
+        # ... or when /health stayed 200 for HEALTH_ONLY_SECONDS while the log said nothing at all (a server started
+        # with --log-level warning never prints the ready line; SGLang 0.5.0rc2+ answers 503 until warmup is done)
+        since = self.s.get("health_ok_since")
+        if health == 200 and model_ok and since is not None and not exited and c.status == "starting":
+            if now - since >= HEALTH_ONLY_SECONDS and now - self.s["quiet_since"] >= HEALTH_ONLY_SECONDS:
+                self.s["ready_by"] = "health_only"
+                return True
+        return False
 
     def decide(self, now):
         """Return the terminal status, or None to keep waiting."""
@@ -518,6 +541,9 @@ class WaitRound:
             msg = "SGLang on %s is ready after %.1fs" % (host, elapsed)
             if self.p.node_rank >= 1:
                 msg += " (node rank %d: weights and KV cache done, schedulers up, process alive)" % self.p.node_rank
+            if self.s.get("ready_by") == "health_only":
+                msg += (" (/health answered 200 for %ds but the log never printed the ready line: is the server started "
+                        "with --log-level above info?)" % HEALTH_ONLY_SECONDS)
             if self.s["models"]:
                 msg += "; serving %s" % ", ".join(self.s["models"])
             return msg

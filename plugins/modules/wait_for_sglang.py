@@ -75,7 +75,9 @@ options:
   ready_probe:
     description:
       - What proves readiness.
-      - V(auto) is the log's ready line; with O(url) also C(/health) 200 (C(/health) 200 alone without a log).
+      - V(auto) is the log's ready line; with O(url) also C(/health) 200 (C(/health) 200 alone without a log). A server
+        whose log level hides the ready line (C(--log-level warning)) is taken as ready when C(/health) answered 200
+        for 30 seconds while the log stayed silent; RV(msg) then says so.
       - V(log) is the log's ready line only (HTTP is still probed for RV(models) and authentication).
       - V(health) is C(/health) 200 alone, V(health_generate) is C(/health_generate) 200 alone (SGLang 0.5.0rc0 and
         older, where C(/health) is static).

@@ -556,3 +556,45 @@ def test_stage_times_come_from_the_log_timestamps_when_the_whole_log_is_read_at_
     assert by_stage["load_weights"]["log_elapsed"] == 5.0
     assert by_stage["kv_cache"]["log_elapsed"] == 65.0
     assert by_stage["start"]["log_elapsed"] == 0.0
+
+
+def test_health_only_fallback_for_a_server_that_logs_above_info(tmp_path, server, monkeypatch):
+    """--log-level warning: no stage lines and no ready line; /health 200 for HEALTH_ONLY_SECONDS with a silent log."""
+    monkeypatch.setattr(wait, "HEALTH_ONLY_SECONDS", 0.6)
+    monkeypatch.setattr(wait, "SLOW_HTTP_PROBE", 0.1)
+    log = tmp_path / "server.log"
+    log.write_text("")
+    server.healthy.set()
+    params = WaitParams(log_path=str(log), url=server.url, timeout=10, sleep=0.05, host="node1")
+    with open(log, "a", encoding="utf-8") as f:
+        f.write("[2026-06-11 05:10:00] WARNING: some warning the server prints at warning level\n")
+    t0 = time.monotonic()
+    res = WaitRound(params, state=None).run(None)
+    assert res["status"] == "ready" and 0.6 <= time.monotonic() - t0 < 3
+    assert "never printed the ready line" in res["msg"] and "--log-level" in res["msg"]
+
+
+def test_health_200_with_a_busy_log_is_not_ready_without_the_ready_line(tmp_path, server, monkeypatch):
+    """A server whose log still progresses (an old server answering on the port?) is never taken for ready by /health."""
+    monkeypatch.setattr(wait, "HEALTH_ONLY_SECONDS", 0.6)
+    monkeypatch.setattr(wait, "SLOW_HTTP_PROBE", 0.1)
+    log = tmp_path / "server.log"
+    log.write_text("")
+    server.healthy.set()
+    stop = threading.Event()
+
+    def chatter():
+        with open(log, "a", encoding="utf-8") as f:
+            while not stop.is_set():
+                f.write("Multi-thread loading shards:  50% Completed | 1/2 [00:10<00:10, 10.0s/it]\n")
+                f.flush()
+                time.sleep(0.2)
+
+    th = threading.Thread(target=chatter)
+    th.start()
+    try:
+        res = WaitRound(WaitParams(log_path=str(log), url=server.url, timeout=2, stall_timeout=0, sleep=0.05)).run(None)
+    finally:
+        stop.set()
+        th.join()
+    assert res["status"] == "timeout" and res["http"]["health"]["status"] == 200
