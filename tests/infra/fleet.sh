@@ -404,17 +404,25 @@ cmd_up() {
 
 # ---------------------------------------------------------------- down
 kill_ssh_masters() {
-    # ssh ControlMaster processes (ours: Ansible's/molecule's) still talking to ADDR would make
-    # the next run reuse a dead connection; stop them by PID.
-    local addr=$1 p cmd
+    # ssh ControlMaster processes (Ansible's/molecule's) still connected to ADDR would make the next
+    # run reuse a dead connection. Every connection to a node goes through our ProxyCommand
+    # "ip netns exec llmops-hub nc ADDR 22" (which execs into "nc ADDR 22"): stop those by PID, and
+    # their parent when it is an ssh ControlMaster ("ssh: <ControlPath> [mux]"), whatever the
+    # ControlPath looks like (ansible-core hashes it by default).
+    local addr=$1 p cmd parent pcmd
     for p in /proc/[0-9]*; do
         cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
-        [[ $cmd == ssh\ * || $cmd == */ssh\ * ]] || continue
-        [[ " $cmd " == *" $addr "* || $cmd == *"@$addr "* || $cmd == *"[mux]"* && $cmd == *"$addr"* ]] || continue
-        [[ $cmd == *ControlPersist* || $cmd == *"[mux]"* ]] || continue
-        kill -TERM "${p#/proc/}" 2>/dev/null || true
+        if [[ $cmd == "nc $addr 22 " || $cmd == "nc -w "*" $addr 22 " ]]; then
+            parent=$(awk '/^PPid:/{print $2}' "$p/status" 2>/dev/null || true)
+            pcmd=$({ tr '\0' ' ' <"/proc/$parent/cmdline"; } 2>/dev/null || true)
+            kill -TERM "${p#/proc/}" 2>/dev/null || true
+            [[ $pcmd == "ssh: "*"[mux]"* ]] && kill -TERM "$parent" 2>/dev/null
+        elif [[ $cmd == "ssh: "*"/$addr-"*"[mux]"* ]]; then
+            kill -TERM "${p#/proc/}" 2>/dev/null || true
+        fi
     done
-    find "$DIR/cp" -type s -name "*$addr*" -delete 2>/dev/null || true
+    find "$DIR/cp" -type s -name "*$addr-*" -delete 2>/dev/null || true
+    return 0
 }
 
 down_nodes() {
