@@ -18,6 +18,7 @@
 # Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
 # On exit every test host, namespace, cgroup and process it started is removed (fleet.sh down --all).
 #
+# Tool state (ansible-test venvs, molecule) lives in $LLMOPS_CI_DIR/home, used as HOME for the steps.
 # Environment: LLMOPS_CI_DIR (work dir), LLMOPS_FLEET_DIR (test-host state, default /var/tmp/llmops-fleet),
 # LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_WORKERS (pytest-xdist workers, default 2),
 # LLMOPS_PYTEST_ARGS (extra pytest arguments).
@@ -125,6 +126,16 @@ bash "$REPO/tests/infra/controller-venv.sh" "$VENV20" "$REPO/tests/requirements-
 "$VENV/bin/ansible" --version | head -n 1
 "$VENV20/bin/ansible" --version | head -n 1
 STEP_NAMES+=(setup-venvs); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
+
+# The tools keep state under $HOME (ansible-test's sanity venvs in ~/.ansible/test, molecule's
+# ephemeral dirs, ssh config): give the run its own HOME so a developer's state (or another run
+# on the same machine) cannot change the result. pyenv keeps working through PYENV_ROOT.
+if command -v pyenv >/dev/null 2>&1; then
+    PYENV_ROOT=${PYENV_ROOT:-$(pyenv root)}
+    export PYENV_ROOT
+fi
+export HOME=$CI_DIR/home
+mkdir -p "$HOME"
 
 say "setup: copy of the checkout at $COLL"
 t0=$(date +%s.%N)
