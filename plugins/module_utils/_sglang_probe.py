@@ -213,17 +213,24 @@ def pid_verdict(pid, baseline_start, proc="/proc"):
 # HTTP
 # ---------------------------------------------------------------------------------------------------------------
 
-def _opener(validate_certs, use_proxy=True):
-    if validate_certs:
-        ctx = ssl.create_default_context()
-    else:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    handlers = [HTTPSHandler(context=ctx)]
-    if not use_proxy:
-        handlers.append(ProxyHandler({}))
-    return build_opener(*handlers)
+_OPENERS = {}
+
+
+def _opener(https, validate_certs, use_proxy=True):
+    """URL opener, built once per process (an SSL context loads the CA store: tens of milliseconds of CPU)."""
+    key = (https, validate_certs, use_proxy)
+    if key not in _OPENERS:
+        handlers = []
+        if https:
+            ctx = ssl.create_default_context()
+            if not validate_certs:
+                ctx.check_hostname = False
+                ctx.verify_mode = ssl.CERT_NONE
+            handlers.append(HTTPSHandler(context=ctx))
+        if not use_proxy:
+            handlers.append(ProxyHandler({}))
+        _OPENERS[key] = build_opener(*handlers)
+    return _OPENERS[key]
 
 
 def _is_loopback(url):
@@ -242,7 +249,7 @@ def http_get(url, path, api_key=None, validate_certs=True, timeout=3.0, max_body
     t0 = time.monotonic()
     res = {"url": full, "status": None, "error": None, "refused": False, "elapsed_ms": 0.0, "body": None}
     try:
-        opener = _opener(validate_certs, use_proxy=not _is_loopback(url))
+        opener = _opener(full.lower().startswith("https:"), validate_certs, use_proxy=not _is_loopback(url))
         resp = opener.open(Request(full, headers=headers), timeout=timeout)
         try:
             res["status"] = resp.getcode()
