@@ -285,6 +285,14 @@ class WaitRound:
         self.probes.append({"probe": "unit", "unit": self.p.unit, "properties": props, "error": err})
         if err:
             self.s["unit"] = {"error": err}
+            if self.s["unit_baseline"] is None and not self.s["error"]:
+                # never seen the unit: nothing about it can be watched (no D-Bus, no permission, not systemd)
+                self.s["error"] = {"kind": "unit", "unit": self.p.unit, "error": err}
+            return
+        if props.get("LoadState") == "not-found" and self.s["unit_baseline"] is None:
+            self.s["unit"] = props
+            self.s["error"] = {"kind": "unit", "unit": self.p.unit,
+                               "error": "systemd has no unit %s (LoadState=not-found)" % self.p.unit}
             return
         if self.s["unit"] != props:
             if self.s["unit"] is not None:
@@ -573,6 +581,9 @@ class WaitRound:
                     % (host, self.p.timeout, ", ".join(parts), last, self._where(None)))
         if status == "error":
             e = self.s["error"]
+            if e["kind"] == "unit":
+                return ("SGLang on %s: cannot watch unit %s: %s; check the unit name (systemctl list-units 'sglang*'), "
+                        "or watch the server with pid and log_path when the host does not run systemd" % (host, e["unit"], e["error"]))
             if e["kind"] == "log":
                 return ("SGLang on %s: cannot read the log %s (%s); make it readable for the user running the task "
                         "(become: true) or check log_path" % (host, e["path"], e["error"]))

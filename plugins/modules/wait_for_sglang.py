@@ -233,7 +233,8 @@ RETURN = r'''
 status:
   description:
     - V(ready), V(crashed), V(stalled) or V(timeout); V(error) when the watcher cannot decide because of a problem on its
-      side (HTTP 401/403, or O(served_model_name) not served).
+      side (HTTP 401/403, O(served_model_name) not served, an unreadable O(log_path), or a O(unit) that C(systemctl)
+      cannot show or that does not exist).
     - V(starting) only in check mode, when one probe round decided nothing yet.
   returned: always
   type: str

@@ -598,3 +598,18 @@ def test_health_200_with_a_busy_log_is_not_ready_without_the_ready_line(tmp_path
         stop.set()
         th.join()
     assert res["status"] == "timeout" and res["http"]["health"]["status"] == 200
+
+
+def test_unit_that_cannot_be_queried_is_an_error_at_once():
+    def no_bus(argv):
+        return 1, "", "System has not been booted with systemd as init system (PID 1). Can't operate.\nFailed to connect to bus: Host is down\n"
+
+    res = WaitRound(WaitParams(unit="sglang.service", timeout=30, sleep=0.05, host="node1"), run_command=no_bus).run(None)
+    assert res["status"] == "error" and res["elapsed"] < 1
+    assert "cannot watch unit sglang.service" in res["msg"] and "Host is down" in res["msg"]
+
+
+def test_unknown_unit_is_an_error_not_a_crash():
+    not_found = RUNNING.replace("LoadState=loaded", "LoadState=not-found").replace("ActiveState=active", "ActiveState=inactive")
+    res = WaitRound(WaitParams(unit="sglang-typo.service", timeout=30, sleep=0.05), run_command=Recorded([not_found])).run(None)
+    assert res["status"] == "error" and "LoadState=not-found" in res["msg"] and res["signature"] is None
