@@ -35,6 +35,7 @@ LINGER = 2.0        # seconds a round goes on after a stage change before it ret
 LINGER_LATE = 5.0   # from http_listening on: warmup and the ready line follow within seconds
 HEALTH_ONLY_SECONDS = 30.0  # /health 200 with a silent log for this long is ready (server logging above info)
 SLOW_HTTP_PROBE = 2.0       # HTTP probe interval before the log shows the port open
+UNIT_PROBE_EVERY = 2.0      # systemctl show interval while the unit's MainPID is alive (checked in /proc every sleep)
 
 # Loading / capture progress bars of tqdm ("Loading safetensors checkpoint shards:  57% Completed | 4/7",
 # "Capturing batches (bs=8 avail_mem=7.19 GB):  12%|...").
@@ -368,9 +369,25 @@ class WaitRound:
         else:
             self.s["health_ok_since"] = None
 
+    def _unit_due(self, now):
+        """systemctl show costs a process and a D-Bus call: run it every UNIT_PROBE_EVERY seconds while the unit's
+        main process is alive (a /proc check every `sleep`), and at once when that process is gone or replaced."""
+        if self.s["unit_baseline"] is None or now >= self.s.get("next_unit_probe", 0.0):
+            return True
+        main_pid = (self.s["unit"] or {}).get("MainPID") or 0
+        if main_pid <= 0:
+            return True
+        alive, start, _state = probe.pid_identity(main_pid)
+        known = self.s.get("unit_main_pid")
+        if known is None or known[0] != main_pid:
+            self.s["unit_main_pid"] = [main_pid, start]
+            return not alive
+        return not alive or (known[1] is not None and start is not None and start != known[1])
+
     def probe_all(self, now):
-        if self.p.unit:
+        if self.p.unit and self._unit_due(now):
             self.probe_unit(now)
+            self.s["next_unit_probe"] = now + UNIT_PROBE_EVERY
         if self.p.pid:
             self.probe_pid(now)
         if self.log_source == "journal":

@@ -613,3 +613,27 @@ def test_unknown_unit_is_an_error_not_a_crash():
     not_found = RUNNING.replace("LoadState=loaded", "LoadState=not-found").replace("ActiveState=active", "ActiveState=inactive")
     res = WaitRound(WaitParams(unit="sglang-typo.service", timeout=30, sleep=0.05), run_command=Recorded([not_found])).run(None)
     assert res["status"] == "error" and "LoadState=not-found" in res["msg"] and res["signature"] is None
+
+
+def test_unit_main_pid_watch_runs_systemctl_rarely_and_at_once_on_exit():
+    """While the unit's MainPID lives, systemctl show runs every UNIT_PROBE_EVERY s; its death triggers one at once."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.2)"])
+    running = RUNNING.replace("MainPID=41210\nExecMainPID=41210", "MainPID=%d\nExecMainPID=%d" % (child.pid, child.pid))
+    failed = AUTO_RESTART.replace("ExecMainPID=41210", "ExecMainPID=%d" % child.pid)
+    calls = []
+
+    def run(argv):
+        calls.append(time.monotonic())
+        # the recorded unit is running while the child lives, then systemd shows it exited and about to restart
+        return 0, (running if child.poll() is None else failed), ""
+
+    t0 = time.monotonic()
+    try:
+        res = WaitRound(WaitParams(unit="sglang.service", timeout=30, sleep=0.05, host="node1"), run_command=lambda a: (
+            run(a) if os.path.basename(a[0]) == "systemctl" else (0, "", ""))).run(None)
+    finally:
+        child.wait()
+    took = time.monotonic() - t0
+    assert res["status"] == "crashed" and res["signature"] == "unit_failed" and res["exited"]["exit_code"] == 1
+    assert 1.2 <= took < 1.2 + 0.5  # seen within ~one sleep of the exit, not at the next 2 s systemctl tick
+    assert len(calls) <= 3, calls  # first look, (maybe) one 2 s tick, the one triggered by the exit
