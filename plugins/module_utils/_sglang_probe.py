@@ -294,3 +294,108 @@ def parse_models(body):
 
 def is_auth_failure(status):
     return status in (401, 403)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# journal, streamed: one `journalctl -f -o json` per round instead of one journalctl every poll
+# ---------------------------------------------------------------------------------------------------------------
+
+def journal_follow_argv(invocation_id, cursor=None, journalctl="journalctl"):
+    argv = [journalctl, "--no-pager", "-q", "--follow", "--lines=all", "-o", "json", "--output-fields=MESSAGE",
+            "_SYSTEMD_INVOCATION_ID=%s" % invocation_id]
+    if cursor:
+        argv[1:1] = ["--after-cursor", cursor]
+    return argv
+
+
+def parse_journal_json_line(line):
+    """(message text, cursor) of one `journalctl -o json` line. journald stores a message with control characters
+    (a progress bar's carriage returns) as an array of byte values; MESSAGE may also be missing (null text)."""
+    data = json.loads(line)
+    msg = data.get("MESSAGE")
+    if isinstance(msg, list):
+        msg = bytes(b & 0xFF for b in msg if isinstance(b, int)).decode("utf-8", "replace")
+    elif msg is not None and not isinstance(msg, str):
+        msg = str(msg)
+    return msg, data.get("__CURSOR")
+
+
+class JournalStream:
+    """Reads the JSON lines a `journalctl -f -o json` child writes to a pipe, without ever blocking.
+
+    read() returns (text, cursor, ended): text holds one line per complete journal entry (messages joined with
+    newlines), cursor is the cursor of the last complete entry (None when there was none), ended is True once the
+    writer closed the pipe. A partial JSON line stays buffered; an entry is only ever counted once its line is complete,
+    so a cursor handed to the next round never skips an entry.
+    """
+
+    def __init__(self, fd, proc=None):
+        self.fd = fd
+        self.proc = proc
+        self.buf = b""
+        self.ended = False
+        os.set_blocking(fd, False)
+
+    @classmethod
+    def spawn(cls, argv):
+        env = dict(os.environ)
+        env.update(C_ENV)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                env=env, close_fds=True)
+        return cls(proc.stdout.fileno(), proc)
+
+    def read(self, max_bytes=8 * 1024 * 1024):
+        chunks = []
+        got = 0
+        while got < max_bytes and not self.ended:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            except OSError:
+                self.ended = True
+                break
+            if not data:
+                self.ended = True
+                break
+            chunks.append(data)
+            got += len(data)
+        if chunks:
+            self.buf += b"".join(chunks)
+        texts = []
+        cursor = None
+        if b"\n" in self.buf:
+            complete, self.buf = self.buf.rsplit(b"\n", 1)
+            for raw in complete.split(b"\n"):
+                if not raw.strip():
+                    continue
+                try:
+                    msg, cur = parse_journal_json_line(raw.decode("utf-8", "replace"))
+                except ValueError:
+                    continue
+                if msg is not None:
+                    texts.append(msg)
+                if cur:
+                    cursor = cur
+        return ("\n".join(texts) + "\n") if texts else "", cursor, self.ended
+
+    def close(self):
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(2)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+        else:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+    def failed(self):
+        """True when journalctl ended with an error (an option it does not know, no journal access)."""
+        return self.proc is not None and self.proc.poll() not in (None, 0, -15)

@@ -153,8 +153,13 @@ class WaitParams:
 class WaitRound:
     """Runs one round of the wait. Construct with the carried state (or None for the first round)."""
 
-    def __init__(self, params, state=None, run_command=None, clock=time.monotonic, sleeper=time.sleep):
+    def __init__(self, params, state=None, run_command=None, clock=time.monotonic, sleeper=time.sleep,
+                 journal_stream_factory=None):
         self.p = params
+        # journal_stream_factory(invocation_id, cursor) -> probe.JournalStream: follow the journal with one
+        # `journalctl -f` per round; None = run journalctl once per probe tick instead
+        self.journal_stream_factory = journal_stream_factory
+        self.stream = None
         self.run_command = run_command or probe.default_run_command
         self.clock = clock
         self.sleeper = sleeper
@@ -261,10 +266,42 @@ class WaitRound:
                 break
         return got
 
+    @property
+    def journal_streaming(self):
+        return self.journal_stream_factory is not None and not self.s.get("journal_stream_failed")
+
+    def _read_journal_stream(self, now, inv):
+        if self.stream is None:
+            try:
+                self.stream = self.journal_stream_factory(inv, self.s.get("journal_cursor"))
+            except OSError as exc:
+                self.s["journal_stream_failed"] = "%s" % exc
+                return False
+        text, cursor, ended = self.stream.read()
+        if cursor:
+            self.s["journal_cursor"] = cursor
+        if text:
+            self.probes.append({"probe": "journal", "invocation": inv, "bytes": len(text), "stream": True})
+            self._feed(text, now)
+        if ended:
+            failed = self.stream.failed()
+            self.stream.close()
+            self.stream = None
+            if failed:  # e.g. a journalctl without --output-fields: poll from now on
+                self.s["journal_stream_failed"] = "journalctl --follow exited with an error"
+        return bool(text)
+
+    def close(self):
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+
     def _read_journal(self, now):
         inv = self.s.get("journal_invocation")
         if not inv:
             return False
+        if self.journal_streaming:
+            return self._read_journal_stream(now, inv)
         text, cursor, err = probe.read_journal(inv, self.s.get("journal_cursor"), self.run_command)
         self.s["journal_cursor"] = cursor
         self.probes.append({"probe": "journal", "invocation": inv, "bytes": len(text), "error": err})
@@ -273,10 +310,12 @@ class WaitRound:
             return True
         return False
 
-    def read_log(self, now, force=False):
+    def read_log(self, now, force=False, tick=False):
+        """Read new log text. The journal is polled (one journalctl run) only on probe ticks, or on every call when
+        it is streamed."""
         if self.log_source == "file":
             return self._read_file(now, force)
-        if self.log_source == "journal":
+        if self.log_source == "journal" and (tick or force or self.journal_streaming):
             return self._read_journal(now)
         return False
 
@@ -391,7 +430,7 @@ class WaitRound:
         if self.p.pid:
             self.probe_pid(now)
         if self.log_source == "journal":
-            self.read_log(now)
+            self.read_log(now, tick=True)
         if self._http_wanted(now):
             self.probe_http(now)
 
@@ -411,7 +450,7 @@ class WaitRound:
         quiet = 0
         while self.clock() < t_end and quiet < 2:
             self.sleeper(INNER_POLL)
-            if self.read_log(self.clock(), force=self.log_source == "file"):
+            if self.read_log(self.clock(), force=True):
                 quiet = 0
             else:
                 quiet += 1
@@ -481,6 +520,12 @@ class WaitRound:
 
     def run(self, round_seconds=None):
         """Run the round. round_seconds None = until a terminal status (the module called without the action)."""
+        try:
+            return self._run(round_seconds)
+        finally:
+            self.close()
+
+    def _run(self, round_seconds):
         t0 = self.clock()
         stage0 = self.classifier.stage
         bucket0 = self._progress_bucket()
@@ -513,7 +558,7 @@ class WaitRound:
                     late = stage_index(self.classifier.stage) >= stage_index("http_listening")
                     if now - changed_at >= (LINGER_LATE if late else LINGER):
                         break
-            if self.log_source == "file":
+            if self.log_source == "file" or (self.log_source == "journal" and self.journal_streaming):
                 wait = min(INNER_POLL, self.p.sleep)
             else:
                 wait = next_probe - self.clock()

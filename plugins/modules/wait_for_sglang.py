@@ -162,8 +162,9 @@ notes:
   - Multi-rank logs print each stage once per rank; the stage is the furthest any rank reached.
   - Speculative decoding loads a draft model after the target model, so init and weight loading appear again after a
     capture stage. That is not a restart.
-  - The systemd watch uses C(systemctl show); the journal is read with C(journalctl _SYSTEMD_INVOCATION_ID=...) only
-    when O(log_path) is not given. The user running the module needs read access to the journal.
+  - The systemd watch uses C(systemctl show) (every 2 seconds while the unit's main process is alive, at once when it
+    is gone); the journal is followed with C(journalctl --follow -o json _SYSTEMD_INVOCATION_ID=...) only when
+    O(log_path) is not given. The user running the module needs read access to the journal.
 seealso:
   - module: ansible.builtin.wait_for
     description: Generic waiting for a port, a file or a regular expression; no failure patterns, no stale-line protection.
@@ -366,7 +367,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import C_ENV
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import C_ENV, JournalStream, journal_follow_argv
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import TERMINAL, WaitParams, WaitRound
 
 PER_ROUND_KEYS = ("new_lines", "new_lines_dropped", "probes")
@@ -449,7 +450,12 @@ def main():
         round_seconds = p['_round_seconds'] if p['_round_seconds'] is not None else 10.0
     else:
         round_seconds = None
-    wait_round = WaitRound(params, state=(state or None) if isinstance(state, dict) else None, run_command=run_command)
+    def follow_journal(invocation_id, cursor):
+        return JournalStream.spawn(journal_follow_argv(invocation_id, cursor, bins['journalctl']))
+
+    stream_factory = follow_journal if p['unit'] and not p['log_path'] else None
+    wait_round = WaitRound(params, state=(state or None) if isinstance(state, dict) else None, run_command=run_command,
+                           journal_stream_factory=stream_factory)
     res = wait_round.run(round_seconds)
     new_state = res.pop('_state')
     per_round = dict((k, res.pop(k)) for k in PER_ROUND_KEYS)

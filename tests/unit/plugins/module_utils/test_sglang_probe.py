@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -323,3 +324,51 @@ def test_default_run_command_runs_without_shell():
 def test_https_refused_reports_error_without_raising():
     res = probe.http_get("https://127.0.0.1:1", "/health", validate_certs=False, timeout=0.5)
     assert res["status"] is None and res["refused"] is True and res["error"]
+
+
+# `journalctl -o json --output-fields=MESSAGE` lines (systemd 252): __CURSOR and the timestamps are always printed; a
+# message with control characters (a tqdm bar's carriage returns) is an array of byte values.
+JSON_TEXT = ('{"__CURSOR":"s=6c0ea6ee3c9f4d0b8b1f1d0e0b6a8c11;i=1a2f;b=0f3e8a7c;m=2c1d0e;t=61e3d2c1b0a09;x=8c6f3e2d1b0a9f87",'
+             '"__REALTIME_TIMESTAMP":"1781154602123456","__MONOTONIC_TIMESTAMP":"2900238","_BOOT_ID":"0f3e8a7c5b6d4e3f",'
+             '"MESSAGE":"[2026-06-11 05:10:02 TP0] Init torch distributed begin."}')
+BAR = "Loading 50%\rLoading 100%"
+JSON_BYTES = ('{"__CURSOR":"s=6c0ea6ee3c9f4d0b8b1f1d0e0b6a8c11;i=1a30;b=0f3e8a7c;m=2c1d1f;t=61e3d2c1b0b1a;x=1d2c3b4a59687766",'
+              '"__REALTIME_TIMESTAMP":"1781154602200000","__MONOTONIC_TIMESTAMP":"2977000","_BOOT_ID":"0f3e8a7c5b6d4e3f",'
+              '"MESSAGE":%s}' % json.dumps(list(BAR.encode())))
+
+
+def test_parse_journal_json_line():
+    assert probe.parse_journal_json_line(JSON_TEXT) == (
+        "[2026-06-11 05:10:02 TP0] Init torch distributed begin.",
+        "s=6c0ea6ee3c9f4d0b8b1f1d0e0b6a8c11;i=1a2f;b=0f3e8a7c;m=2c1d0e;t=61e3d2c1b0a09;x=8c6f3e2d1b0a9f87")
+    msg, cursor = probe.parse_journal_json_line(JSON_BYTES)
+    assert msg == BAR and cursor.endswith("x=1d2c3b4a59687766")
+    assert probe.parse_journal_json_line('{"__CURSOR":"s=1"}') == (None, "s=1")
+
+
+def test_journal_follow_argv():
+    argv = probe.journal_follow_argv("2f7c0b4c", "s=abc")
+    assert "--follow" in argv and "--lines=all" in argv and argv[argv.index("-o") + 1] == "json"
+    assert argv[argv.index("--after-cursor") + 1] == "s=abc" and argv[-1] == "_SYSTEMD_INVOCATION_ID=2f7c0b4c"
+    assert "--after-cursor" not in probe.journal_follow_argv("2f7c0b4c")
+
+
+def test_journal_stream_over_a_real_pipe_counts_only_complete_entries():
+    rfd, wfd = os.pipe()
+    stream = probe.JournalStream(rfd)
+    try:
+        assert stream.read() == ("", None, False)
+        os.write(wfd, (JSON_TEXT + "\n" + JSON_BYTES[:40]).encode())
+        text, cursor, ended = stream.read()
+        assert text == "[2026-06-11 05:10:02 TP0] Init torch distributed begin.\n" and cursor.endswith("x=8c6f3e2d1b0a9f87")
+        assert not ended
+        os.write(wfd, (JSON_BYTES[40:] + "\n").encode())
+        text, cursor, ended = stream.read()
+        assert text == BAR + "\n" and cursor.endswith("x=1d2c3b4a59687766")
+        os.close(wfd)
+        wfd = None
+        assert stream.read() == ("", None, True)
+    finally:
+        if wfd is not None:
+            os.close(wfd)
+        stream.close()

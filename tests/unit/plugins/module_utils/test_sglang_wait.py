@@ -637,3 +637,76 @@ def test_unit_main_pid_watch_runs_systemctl_rarely_and_at_once_on_exit():
     assert res["status"] == "crashed" and res["signature"] == "unit_failed" and res["exited"]["exit_code"] == 1
     assert 1.2 <= took < 1.2 + 0.5  # seen within ~one sleep of the exit, not at the next 2 s systemctl tick
     assert len(calls) <= 3, calls  # first look, (maybe) one 2 s tick, the one triggered by the exit
+
+
+def journal_json(case):
+    """A corpus log as the JSON lines `journalctl -o json` prints for the unit's stdout (one entry per line)."""
+    out = []
+    for i, line in enumerate(corpus_bytes(case).decode("utf-8").split("\n")[:-1]):
+        msg = list(line.encode()) if "\r" in line else line
+        out.append(json.dumps({"__CURSOR": "s=6c0ea6ee;i=%x;b=0f3e8a7c" % (i + 1), "__REALTIME_TIMESTAMP": "1781154602%06d" % i,
+                               "_BOOT_ID": "0f3e8a7c5b6d4e3f", "MESSAGE": msg}) + "\n")
+    return out
+
+
+class PipeJournal:
+    """journal_stream_factory for tests: a real pipe fed by a thread with recorded journalctl JSON lines, starting after
+    the cursor it is given (what `journalctl --after-cursor` does)."""
+
+    def __init__(self, entries, delay=0.002, fast_from=None):
+        self.entries, self.delay, self.calls, self.threads = entries, delay, [], []
+        self.fast_from = len(entries) if fast_from is None else fast_from
+
+    def __call__(self, invocation_id, cursor):
+        self.calls.append((invocation_id, cursor))
+        start = 0
+        if cursor:
+            start = next(i + 1 for i, e in enumerate(self.entries) if json.loads(e)["__CURSOR"] == cursor)
+        rfd, wfd = os.pipe()
+
+        def feed():
+            try:
+                for i, e in enumerate(self.entries[start:], start):
+                    os.write(wfd, e.encode())
+                    if i < self.fast_from:  # a traceback reaches the journal at once
+                        time.sleep(self.delay)
+                time.sleep(30)
+            except OSError:
+                pass
+
+        th = threading.Thread(target=feed, daemon=True)
+        th.start()
+        self.threads.append(th)
+        return wait.probe.JournalStream(rfd)
+
+
+def test_streamed_journal_across_rounds_resumes_at_the_cursor():
+    case = "rocm-tp2-oom-both-ranks-at-weight-init"  # error line is entry 60 of 192: after the first round
+    exp = expected(case)
+    entries = journal_json(case)
+    journal = PipeJournal(entries, delay=0.01, fast_from=55)
+    rec = Recorded([RUNNING])
+    params = WaitParams(unit="sglang.service", timeout=30, sleep=0.05, host="node1")
+    res = WaitRound(params, run_command=rec, journal_stream_factory=journal).run(0.2)
+    state = json.loads(json.dumps(res.pop("_state")))
+    assert res["status"] == "starting" and state["journal_cursor"]
+    res = WaitRound(params, state=state, run_command=rec, journal_stream_factory=journal).run(None)
+    assert res["status"] == "crashed" and res["signature"] == exp["signature"]
+    assert res["error_line"] == exp["first_error_line"]
+    assert journal.calls[0] == ("2f7c0b4c6d0e4b1a9c3e5f7a8b9c0d1e", None)
+    assert journal.calls[1] == ("2f7c0b4c6d0e4b1a9c3e5f7a8b9c0d1e", state["journal_cursor"])
+    assert not any(os.path.basename(c[0]) == "journalctl" for c in rec.calls)  # no polling while streaming
+    # every line exactly once across the two rounds
+    assert res["error_lineno"] == corpus_bytes(case).decode().split("\n").index(exp["first_error_line"]) + 1
+
+
+def test_stream_that_cannot_start_falls_back_to_polling():
+    def broken(invocation_id, cursor):
+        raise OSError("[Errno 2] No such file or directory: 'journalctl'")
+
+    case = "warmup-502-initialization-failed-killed"
+    rec = Recorded([RUNNING], [corpus_bytes(case).decode()])
+    res = WaitRound(WaitParams(unit="sglang.service", timeout=10, sleep=0.05), run_command=rec,
+                    journal_stream_factory=broken).run(None)
+    assert res["status"] == "crashed" and res["signature"] == expected(case)["signature"]
+    assert any(os.path.basename(c[0]) == "journalctl" for c in rec.calls)
