@@ -19,7 +19,7 @@
 # On exit every test host, namespace, cgroup and process it started is removed (fleet.sh down --all).
 #
 # Tool state (ansible-test venvs, molecule) lives in $LLMOPS_CI_DIR/home, used as HOME for the steps.
-# Environment: LLMOPS_CI_DIR (work dir), LLMOPS_FLEET_DIR (test-host state, default /var/tmp/llmops-fleet),
+# Environment: LLMOPS_CI_DIR (work dir), LLMOPS_FLEET_DIR (test-host state, default $LLMOPS_CI_DIR/fleet),
 # LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_WORKERS (pytest-xdist workers, default 2),
 # LLMOPS_PYTEST_ARGS (extra pytest arguments).
 # Test hosts already up when it starts (e.g. a demo on a developer machine) are left running.
@@ -35,7 +35,9 @@ COLL_ROOT=$CI_DIR/src
 COLL=$COLL_ROOT/ansible_collections/llmops/sglang
 VENV=$CI_DIR/venv-2.21
 VENV20=$CI_DIR/venv-2.20
-export LLMOPS_FLEET_DIR=${LLMOPS_FLEET_DIR:-/var/tmp/llmops-fleet}
+# its own test-host state directory: node names, namespaces and cgroups cannot collide with a
+# developer's demo or molecule run in the default /var/tmp/llmops-fleet
+export LLMOPS_FLEET_DIR=${LLMOPS_FLEET_DIR:-$CI_DIR/fleet}
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1
 export ANSIBLE_LINT_SKIP_VERSION_CHECK=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
 T_START=$(date +%s.%N)

@@ -39,7 +39,17 @@ BOOT_TIMEOUT=${LLMOPS_FLEET_BOOT_TIMEOUT:-90}
 HUB=llmops-hub
 HUB_ADDR=10.213.0.1
 NET_PREFIX=10.213.0
-CG_NAME=llmops-fleet
+# Namespaces and cgroups are machine-wide: nodes of the default state directory use
+# llmops-n-<name> and .../llmops-fleet/<name>; another LLMOPS_FLEET_DIR gets its own prefix, so
+# two state directories (a developer's demo and a CI run) can use the same node names.
+if [[ $(realpath -m "$DIR") == /var/tmp/llmops-fleet ]]; then
+    NS_PREFIX=llmops-n-
+    CG_NAME=llmops-fleet
+else
+    DIR_TAG=$(realpath -m "$DIR" | sha256sum | cut -c1-6)
+    NS_PREFIX=llmops-x$DIR_TAG-
+    CG_NAME=llmops-fleet-$DIR_TAG
+fi
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC_ROOT=${LLMOPS_STANDIN_SRC:-$(cd "$SCRIPT_DIR/../.." && pwd)}
 ROOTFS=$DIR/rootfs
@@ -244,7 +254,7 @@ ensure_hub() {
     ip -n "$HUB" link set br0 up
 }
 
-node_ns() { echo "llmops-n-$1"; }
+node_ns() { echo "$NS_PREFIX$1"; }
 
 alloc_index() {
     # lowest free host index 1..200 -> address 10.213.0.(10+i)
@@ -473,8 +483,8 @@ cmd_down() {
         # leftovers (a namespace or cgroup without a node in this state directory) are removed only
         # when nothing runs in them: they may belong to nodes of another LLMOPS_FLEET_DIR
         local stray=()
-        for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^llmops-n-' || true); do
-            stray+=("${ns#llmops-n-}")
+        for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$NS_PREFIX" || true); do
+            stray+=("${ns#"$NS_PREFIX"}")
         done
         for f in $(cg_roots); do
             [[ -d $f ]] && for ns in "$f"/*/; do [[ -d $ns ]] && stray+=("$(basename "$ns")"); done
@@ -495,7 +505,7 @@ cmd_down() {
         exec 9>"$DIR/.lock" && flock -w 60 9
         if ((${#names[@]})); then down_nodes "${names[@]}"; fi
         if ((all)); then
-            if ! ip netns list 2>/dev/null | grep -q '^llmops-n-'; then
+            if ! ip netns list 2>/dev/null | grep -v "^$HUB" | grep -q '^llmops-'; then
                 ip netns del "$HUB" 2>/dev/null || true
             fi
             find "$DIR/cp" -type s -delete 2>/dev/null || true
