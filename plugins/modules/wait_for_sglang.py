@@ -173,7 +173,7 @@ seealso:
   - module: llmops.sglang.nvidia_driver_match
     description: Check that the NVIDIA kernel module and user space match (cause of many NCCL and CUDA start failures).
 author:
-  - llmops.sglang contributors
+  - llmops.sglang contributors (@llmops)
 '''
 
 EXAMPLES = r'''
@@ -450,6 +450,7 @@ def main():
         round_seconds = p['_round_seconds'] if p['_round_seconds'] is not None else 10.0
     else:
         round_seconds = None
+
     def follow_journal(invocation_id, cursor):
         return JournalStream.spawn(journal_follow_argv(invocation_id, cursor, bins['journalctl']))
 
