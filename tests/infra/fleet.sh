@@ -319,7 +319,7 @@ boot_one() {
         --machine="$name" --hostname="$name" --register=no --keep-unit \
         --network-namespace-path="/run/netns/$ns" --console=read-only \
         --setenv=LLMOPS_FLEET_NODE="$name" \
-        >>"$DIR/nodes/$name.log" 2>&1 </dev/null 9>&- &
+        >>"$DIR/nodes/$name.log" 2>&1 </dev/null 8>&- 9>&- &
     local i
     for ((i = 0; i < 50; i++)); do
         [[ -s $DIR/nodes/$name.pid ]] && break
@@ -403,7 +403,13 @@ cmd_up() {
     ensure_hub
     LLMOPS_CG_ROOTS=$(cg_roots | tr '\n' ' ')
     export LLMOPS_CG_ROOTS
+    # addresses and veth names are allocated against the shared hub: one allocation at a time
+    # across all state directories
+    exec 8>/run/llmops-fleet-hub.lock
+    flock 8
     for name in "$@"; do boot_one "$name"; done
+    flock -u 8
+    exec 8>&-
     unlock
     wait_nodes "$@"
     for name in "$@"; do
