@@ -627,10 +627,20 @@ class WaitRound:
             if exited and res.get("error_line"):
                 msg += "; %s" % exited["reason"]
             return msg + "; " + CRASH_HINTS.get(sig, CRASH_HINTS["traceback"])
+        silent = ""
+        if self.log_source is not None and not self.s["bytes_read"]:
+            if self.log_source == "file":
+                silent = ("; nothing was written to %s since the wait started (offset %s): check that the server logs "
+                          "there (the unit's StandardOutput=/StandardError=) and that log_offset is where this run starts"
+                          % (self.p.log_path, self.s.get("run_offset")))
+            else:
+                silent = ("; the journal of %s has no line for InvocationID %s: check the unit's StandardOutput= and "
+                          "that the user running the task may read the journal" % (self.p.unit, self.s.get("journal_invocation")))
         if status == "stalled":
             return ("SGLang on %s stalled at stage %s after %.1fs: no new log output and no state change for %ds "
-                    "(last log line: \"%s\"; %s); %s; raise stall_timeout if this stage is legitimately slow"
-                    % (host, stage, elapsed, self.p.stall_timeout, last, self._where(None), STALL_HINTS.get(stage, "")))
+                    "(last log line: \"%s\"; %s); %s; raise stall_timeout if this stage is legitimately slow%s"
+                    % (host, stage, elapsed, self.p.stall_timeout, last, self._where(None), STALL_HINTS.get(stage, ""),
+                       silent))
         if status == "timeout":
             parts = ["last stage %s" % stage]
             u = self.s["unit"]
@@ -639,8 +649,8 @@ class WaitRound:
             h = (self.s["http"] or {}).get("health")
             if h:
                 parts.append("%s -> %s" % (h["url"], h["status"] if h["status"] is not None else h["error"]))
-            return ("SGLang on %s did not become ready within %ds: %s; last log line: \"%s\" (%s); raise timeout or read the log"
-                    % (host, self.p.timeout, ", ".join(parts), last, self._where(None)))
+            return ("SGLang on %s did not become ready within %ds: %s; last log line: \"%s\" (%s); raise timeout or read the log%s"
+                    % (host, self.p.timeout, ", ".join(parts), last, self._where(None), silent))
         if status == "error":
             e = self.s["error"]
             if e["kind"] == "unit":

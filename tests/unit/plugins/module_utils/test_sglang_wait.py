@@ -180,6 +180,7 @@ def test_default_offset_skips_an_old_ready_line(tmp_path):
     res, _ = run_until_done(WaitParams(log_path=str(log), timeout=1, stall_timeout=0, sleep=0.1))
     assert res["status"] == "timeout" and res["stage"] == "start"
     assert "did not become ready within 1s" in res["msg"]
+    assert "nothing was written to %s since the wait started (offset %d)" % (log, log.stat().st_size) in res["msg"]
 
 
 def test_truncation_mid_wait_reads_new_content_from_zero(tmp_path):
