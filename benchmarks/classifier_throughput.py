@@ -34,6 +34,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "plugins", "module_utils"))
 import _sglang_log as sglang_log  # noqa: E402  pylint: disable=wrong-import-position
 
 FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "sglang-logs")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from sglang_corpus import materialize  # noqa: E402  pylint: disable=wrong-import-position
+
+materialize()  # the logs are stored gzipped (tests/sglang_corpus.py)
 
 NAIVE_PATTERNS = (
     [regex for _stage, regex in sglang_log._STAGE_PATTERNS]

@@ -39,6 +39,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "fixtures" / "sglang-logs"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from sglang_corpus import materialize  # noqa: E402  pylint: disable=wrong-import-position
+
+materialize()  # the logs are stored gzipped (tests/sglang_corpus.py)
 DOC = REPO / "docs" / "wait_for_sglang.md"
 READY_CASE = "gb10-dflash-spec-decoding-ready"
 CRASH_CASE = "rocm-tp2-oom-both-ranks-at-weight-init"

@@ -91,7 +91,7 @@ seealso:
   - module: ansible.builtin.apt
   - module: ansible.builtin.dnf
 author:
-  - llmops.sglang contributors
+  - llmops.sglang contributors (@llmops)
 '''
 
 EXAMPLES = r'''

@@ -90,7 +90,7 @@ options:
     type: bool
     default: false
 author:
-  - llmops.sglang contributors (@llmops-sglang)
+  - llmops.sglang contributors (@llmops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.IDEMPOTENT

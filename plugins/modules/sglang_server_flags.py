@@ -73,7 +73,7 @@ seealso:
     plugin_type: filter
   - module: llmops.sglang.sglang_patch_sm120
 author:
-  - llmops.sglang maintainers
+  - llmops.sglang contributors (@llmops)
 '''
 
 EXAMPLES = r'''

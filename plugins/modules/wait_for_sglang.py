@@ -120,6 +120,19 @@ options:
         a cheap C(stat) every 0.05 seconds, so a new log line is seen within about 0.1 seconds.
     type: float
     default: 0.25
+  _state:
+    description:
+      - Internal. The state of the previous round (log offset, classifier, unit baseline), passed by the action
+        plugin between rounds. Do not set it; it is removed from the reported module arguments.
+    type: raw
+  _round_seconds:
+    description:
+      - Internal. Longest duration of one round in seconds, set by the action plugin. Do not set it.
+    type: float
+  _host:
+    description:
+      - Internal. Inventory name of the host, set by the action plugin for messages. Do not set it.
+    type: str
   crash_patterns:
     description:
       - Extra regular expressions (Python C(re) syntax); a log line that matches one proves a crash

@@ -126,6 +126,8 @@ standin_sources() {
         for case_dir in "$SRC_ROOT"/tests/fixtures/sglang-logs/*/; do
             [[ -f $case_dir/server.log || -f $case_dir/server.log.gz ]] || continue
             for f in "$case_dir"*; do
+                # server.log is only the tests' unpacked copy of server.log.gz (tests/sglang_corpus.py)
+                [[ $f == */server.log && -f $case_dir/server.log.gz ]] && continue
                 [[ -f $f ]] && printf '%s\t%s\n' "$f" "recordings/$(basename "$case_dir")/$(basename "$f")"
             done
         done
