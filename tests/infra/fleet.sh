@@ -54,9 +54,9 @@ SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SRC_ROOT=${LLMOPS_STANDIN_SRC:-$(cd "$SCRIPT_DIR/../.." && pwd)}
 ROOTFS=$DIR/rootfs
 KEY=$DIR/ssh/id_ed25519
-PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,python3-pip,openssh-server,iproute2,libpam-systemd,ca-certificates,procps
+PACKAGES=systemd,systemd-sysv,dbus,python3,python3-venv,python3-pip,openssh-server,iproute2,libpam-systemd,ca-certificates,procps,libnss-myhostname
 APT_PACKAGES=(openssh-server openssh-client mmdebstrap systemd-container netcat-openbsd iproute2 ca-certificates)
-ROOTFS_RECIPE_VERSION=3   # bump when the customize steps below change
+ROOTFS_RECIPE_VERSION=4   # bump when the customize steps below change
 
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 
@@ -163,6 +163,7 @@ build_base() {
         --customize-hook='chroot "$1" systemctl mask apt-daily.timer apt-daily-upgrade.timer console-getty.service getty@tty1.service >/dev/null 2>&1 || true' \
         --customize-hook='truncate -s 0 "$1/etc/machine-id"; rm -f "$1/var/lib/dbus/machine-id"' \
         --customize-hook='printf "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n" > "$1/etc/hosts"' \
+        --customize-hook='sed -i "s/^hosts:.*/hosts:          files myhostname dns/" "$1/etc/nsswitch.conf"' \
         --customize-hook='mkdir -p "$1/etc/ssh/sshd_config.d" && printf "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\nMaxStartups 100:30:200\n" > "$1/etc/ssh/sshd_config.d/llmops-fleet.conf"' \
         "$SUITE" "$tmp" - \
         || { rm -rf "$tmp"; die "mmdebstrap failed building the $SUITE rootfs (see its output above); check that the host's apt sources are reachable: apt-get update"; }
