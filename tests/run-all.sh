@@ -20,7 +20,7 @@
 #
 # Tool state (ansible-test venvs, molecule) lives in $LLMOPS_CI_DIR/home, used as HOME for the steps.
 # Environment: LLMOPS_CI_DIR (work dir), LLMOPS_FLEET_DIR (test-host state, default $LLMOPS_CI_DIR/fleet),
-# LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_WORKERS (pytest-xdist workers, default 2),
+# LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_WORKERS (pytest-xdist workers, default 4: the slow tests wait on test hosts, not on the CPU),
 # LLMOPS_PYTEST_ARGS (extra pytest arguments).
 # Test hosts already up when it starts (e.g. a demo on a developer machine) are left running.
 
@@ -238,7 +238,7 @@ say "pytest ${PYTEST_DIRS[*]} (PYTHONPATH=$COLL_ROOT)"
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086
 (cd "$COLL" && PYTHONPATH=$COLL_ROOT timeout -k 30 1200 python -m pytest -p no:cacheprovider -q -rfE \
-    --continue-on-collection-errors -n "${LLMOPS_PYTEST_WORKERS:-2}" ${LLMOPS_PYTEST_ARGS:-} "${PYTEST_DIRS[@]}")
+    --continue-on-collection-errors --durations=10 -n "${LLMOPS_PYTEST_WORKERS:-4}" ${LLMOPS_PYTEST_ARGS:-} "${PYTEST_DIRS[@]}")
 rc=$?
 ((rc != 0)) && FAILED=1
 exit "$FAILED"
