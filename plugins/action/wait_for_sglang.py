@@ -159,7 +159,7 @@ class ActionModule(ActionBase):
                 state = res['_state']
                 self._show(host, res)
                 line = progress_line(host, res)
-                if line.split(' (')[0] != (last_line or '').split(' (')[0]:
+                if line.split(' (', maxsplit=1)[0] != (last_line or '').split(' (', maxsplit=1)[0]:
                     display.display(line)
                     last_line = line
                 if deployment and not check_mode:

@@ -33,7 +33,8 @@ def default_run_command(argv):
     env = dict(os.environ)
     env.update(C_ENV)
     try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False,
+        # Fallback for callers without an AnsibleModule (run_round, benchmarks); the module passes module.run_command.
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False,  # pylint: disable=ansible-bad-function
                               stdin=subprocess.DEVNULL)
     except OSError as exc:
         return 127, "", str(exc)
@@ -340,7 +341,8 @@ class JournalStream:
     def spawn(cls, argv):
         env = dict(os.environ)
         env.update(C_ENV)
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        # journalctl --follow streams for the whole round; AnsibleModule.run_command only returns after the child exits.
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,  # pylint: disable=ansible-bad-function
                                 env=env, close_fds=True)
         return cls(proc.stdout.fileno(), proc)
 
