@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -82,7 +81,7 @@ def timed(func, *args):
 
 
 def per_run(texts, rounds):
-    for _ in range(rounds):
+    for _round in range(rounds):
         for text in texts:
             sglang_log.classify_text(text)
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -187,17 +186,17 @@ def run(cmd: list[str], *, timeout: float, env: dict[str, str] | None = None, lo
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                             text=True, errors="replace")
     try:
-        out, _ = proc.communicate(timeout=timeout)
+        out, _stderr = proc.communicate(timeout=timeout)
     except BaseException as exc:
         if not isinstance(exc, subprocess.TimeoutExpired):
             killpg(proc.pid, signal.SIGTERM)  # Ctrl-C / SIGTERM: stop this run (its own group) too
             raise
         killpg(proc.pid, signal.SIGTERM)
         try:
-            out, _ = proc.communicate(timeout=15)
+            out, _stderr = proc.communicate(timeout=15)
         except subprocess.TimeoutExpired:
             killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
+            out, _stderr = proc.communicate()
         if log_file:
             log_file.write_text(out)
         raise BenchError(f"{' '.join(cmd[:3])} ... did not finish within {timeout:.0f} s and was stopped; "
@@ -426,7 +425,7 @@ def fmt_table(results: list[SizeResult], markdown: bool) -> str:
             f"{r.wait_max:.1f}", f"{r.controller_cpu:.0f}+{r.hosts_cpu:.0f}",
             f"{r.load_before[0]:.2f}/{r.load_after[0]:.2f}", str(r.other_hosts)])
     if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _column in head) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines)
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(head)] if rows else [len(h) for h in head]
@@ -541,7 +540,7 @@ def main() -> int:
         for label, rows in (("first", r.first_tasks), ("second", r.second_tasks)):
             if rows:
                 total = sum(row[1] for row in rows)
-                top = "; ".join(f"{name} {secs:.1f}" for name, secs, _ in rows[:args.top_tasks])
+                top = "; ".join(f"{name} {secs:.1f}" for name, secs, _count in rows[:args.top_tasks])
                 print(f"N={r.n} {label} run: {sum(row[2] for row in rows)} tasks, {total:.1f} s; slowest: {top}")
     if args.json:
         Path(args.json).write_text(json.dumps([r.__dict__ | {"ping": r.ping} for r in results], indent=2) + "\n")

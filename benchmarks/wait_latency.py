@@ -298,7 +298,7 @@ def fmt_b(x):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     ap.add_argument("--factor", type=float, default=30.0, help="time compression of the replay (default 30)")
     ap.add_argument("--trials", type=int, default=3, help="ready-latency trials (default 3)")
     ap.add_argument("--long-wait", type=float, default=120.0, help="seconds of the quiet long wait for CPU (default 120)")
@@ -321,7 +321,7 @@ def main(argv=None):
         print("ansible-playbook start-up: %.2f s CPU, %s read" % (base["cpu"], fmt_b(base["rchar"])), flush=True)
         # 1. ready latency
         for i in range(args.trials):
-            res, _ = trial(work / ("ready-%d" % i), READY_CASE, args.factor, lead_in=8.0, timeout=60)
+            res, _rep = trial(work / ("ready-%d" % i), READY_CASE, args.factor, lead_in=8.0, timeout=60)
             for k, r in res.items():
                 names[k] = r["name"]
                 ready[k].append(r)
@@ -329,12 +329,12 @@ def main(argv=None):
         # 2. crash latency (the alternatives can only time out)
         crash_exp = json.loads((CORPUS / CRASH_CASE / "expected.json").read_text())
         crash_timeout = 20
-        crash, _ = trial(work / "crash", CRASH_CASE, args.factor, lead_in=8.0, timeout=crash_timeout,
-                         mark=crash_exp["first_error_line"].encode())
+        crash, _rep = trial(work / "crash", CRASH_CASE, args.factor, lead_in=8.0, timeout=crash_timeout,
+                            mark=crash_exp["first_error_line"].encode())
         print("crash trial: %s" % ", ".join("%s %.2fs" % (k, r["latency"]) for k, r in crash.items()), flush=True)
         # 3. bytes read with a big log already present (the waiters start at its end: default log_offset)
-        big, _ = trial(work / "big", READY_CASE, args.factor, lead_in=8.0, timeout=60, prefix_bytes=args.big,
-                       methods=("round", "playbook", "shell", "wait_for"))
+        big, _rep = trial(work / "big", READY_CASE, args.factor, lead_in=8.0, timeout=60, prefix_bytes=args.big,
+                          methods=("round", "playbook", "shell", "wait_for"))
         print("1 GiB trial: %s" % ", ".join("%s %s" % (k, fmt_b(r["rchar"])) for k, r in big.items()), flush=True)
         # 4. CPU during a long quiet wait (stage load_weights, nothing new for --long-wait seconds)
         quiet = work / "quiet"
