@@ -214,7 +214,7 @@ def run_fix(node, check_mode=False):
 
 
 def test_fix_with_real_apt(host):
-    version_old = OLD.split('-')[0]
+    version_old = OLD.split('-', maxsplit=1)[0]
     set_module(host, version_old)
     before, holds = installed(host)
     assert set(before.values()) == {NEW} and holds == []
@@ -245,7 +245,7 @@ def test_fix_with_real_apt(host):
 
     # The module moves on, but a .deb of the target version is gone from the repository: apt fails to
     # fetch before dpkg runs, and the previous packages and holds stay.
-    set_module(host, NEW.split('-')[0])
+    set_module(host, NEW.split('-', maxsplit=1)[0])
     assert ssh(host, 'apt-get clean').returncode == 0
     missing = [name for name in os.listdir(host['repo']['dir']) if name.startswith('nvidia-smi_535.309.01')]
     assert len(missing) == 1
@@ -266,7 +266,7 @@ def test_fix_with_real_apt(host):
 
 def test_role_userspace_only_installs_the_loaded_modules_version(empty_host):
     """llmops.sglang.nvidia_driver in user-space-only mode, Debian source, on a host without NVIDIA packages."""
-    set_module(empty_host, OLD.split('-')[0])
+    set_module(empty_host, OLD.split('-', maxsplit=1)[0])
     out = empty_host['repo']['work'] / 'role-result.json'
     playbook = empty_host['repo']['work'] / 'role.yml'
     playbook.write_text(textwrap.dedent('''\
@@ -293,7 +293,7 @@ def test_role_userspace_only_installs_the_loaded_modules_version(empty_host):
     assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result['match'] is True
-    assert result['kernel_module']['version'] == OLD.split('-')[0]
+    assert result['kernel_module']['version'] == OLD.split('-', maxsplit=1)[0]
     versions, holds = installed(empty_host)
     # libcuda1, libnvidia-ml1, nvidia-smi were named; their "=" dependencies came at the same version.
     assert set(versions.values()) == {OLD}

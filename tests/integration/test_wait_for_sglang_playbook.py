@@ -132,7 +132,7 @@ def test_ready_case_prints_progress_and_succeeds(tmp_path):
     log = tmp_path / "server.log"
     w = Writer(log, corpus(case), start_after=1.0, line_delay=0.01)
     w.start()
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 30})
+    proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 30})
     w.join()
     assert proc.returncode == 0, proc.stdout
     assert res["status"] == "ready" and res["ready"] is True and res["stage"] == "ready"
@@ -147,7 +147,7 @@ def test_crash_case_fails_with_signature_and_error_line(tmp_path):
     log = tmp_path / "server.log"
     w = Writer(log, corpus(case), start_after=1.0)
     w.start()
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60})
+    proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60})
     w.join()
     assert "ignored=1" in proc.stdout or "ignored: 1" in proc.stdout.replace("=", ": ")
     assert res["failed"] is True and res["status"] == "crashed"
@@ -162,7 +162,7 @@ def test_file_appearing_late(tmp_path):
     log.parent.mkdir()
     w = Writer(log, corpus(case), start_after=1.0, remote_tmp=tmp_path / "ansible-remote")
     w.start()
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60, "stall_timeout": 30})
+    proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60, "stall_timeout": 30})
     w.join()
     assert proc.returncode == 0, proc.stdout
     assert res["status"] == "ready" and res["elapsed"] >= 0.5
@@ -182,7 +182,7 @@ def test_truncation_of_an_old_log_mid_wait(tmp_path):
 
     w = Writer(log, corpus(case), start_after=1.0, before=truncate)
     w.start()
-    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
+    _proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
     w.join()
     assert res["status"] == "crashed" and res["signature"] == exp["signature"] and res["log_reset"] == "truncated"
     assert res["error_line"] == exp["first_error_line"]
@@ -199,7 +199,7 @@ def test_rotation_to_a_new_file_mid_wait(tmp_path):
 
     w = Writer(log, corpus(case), start_after=1.0, before=rotate)
     w.start()
-    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
+    _proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60})
     w.join()
     assert res["status"] == "crashed" and res["log_reset"] in ("replaced", "appeared")
     assert (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])
@@ -214,7 +214,7 @@ def test_appended_earlier_run_with_log_offset(tmp_path):
     log.write_bytes(data[:offset])  # the earlier run crashed; its traceback is in the file
     w = Writer(log, data[offset:], start_after=1.0)
     w.start()
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": offset, "timeout": 60})
+    proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": offset, "timeout": 60})
     w.join()
     assert proc.returncode == 0, proc.stdout
     assert res["status"] == "ready" and res["signature"] is None and res["log_offset_end"] <= len(data)
@@ -226,7 +226,7 @@ def test_stale_offset_beyond_eof_reads_from_zero(tmp_path):
     log = tmp_path / "server.log"
     w = Writer(log, corpus(case), start_after=1.0)
     w.start()
-    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": exp["stale_offset_bytes"], "timeout": 60})
+    _proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": exp["stale_offset_bytes"], "timeout": 60})
     w.join()
     assert res["status"] == "crashed" and (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])
 
@@ -251,7 +251,7 @@ def test_stall_at_nccl_init(tmp_path):
     case = "gb200-two-node-hang-after-nccl-version"
     log = tmp_path / "server.log"
     log.write_bytes(corpus(case))
-    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 2})
+    _proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 2})
     assert res["status"] == "stalled" and res["stage"] == "init_distributed" and "NCCL" in res["msg"]
 
 
@@ -293,8 +293,8 @@ def standin(tmp_path):
 @pytest.mark.skipif(not STANDIN.exists(), reason="SGLang stand-in not present")
 def test_http_ready_with_api_key_through_standin(tmp_path, standin):
     proc_s, log, url = standin("gb10-dflash-spec-decoding-ready", api_key="sk-test")
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url,
-                                           "api_key": "sk-test", "served_model_name": "Qwen/Qwen3-8B", "timeout": 60})
+    proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url,
+                                               "api_key": "sk-test", "served_model_name": "Qwen/Qwen3-8B", "timeout": 60})
     assert proc.returncode == 0, proc.stdout
     assert res["status"] == "ready" and res["models"] == ["Qwen/Qwen3-8B"]
     assert res["http"]["health"]["status"] == 200 and "sk-test" not in proc.stdout + json.dumps(res)
@@ -303,8 +303,8 @@ def test_http_ready_with_api_key_through_standin(tmp_path, standin):
 @pytest.mark.skipif(not STANDIN.exists(), reason="SGLang stand-in not present")
 def test_http_401_without_api_key_fails_at_once(tmp_path, standin):
     proc_s, log, url = standin("gb10-dflash-spec-decoding-ready", api_key="sk-test", max_seconds=2.0)
-    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url,
-                                            "timeout": 60})
+    _proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url,
+                                                "timeout": 60})
     assert res["status"] == "error" and "HTTP 401" in res["msg"] and "api_key" in res["msg"]
     assert res["elapsed"] < 15
 
@@ -314,14 +314,14 @@ def test_standin_crash_exits_and_is_reported(tmp_path, standin):
     case = "warmup-502-initialization-failed-killed"
     exp = expected(case)
     proc_s, log, url = standin(case, max_seconds=2.0)
-    _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url, "timeout": 60})
+    _proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": proc_s.pid, "url": url, "timeout": 60})
     assert res["status"] == "crashed" and res["signature"] == exp["signature"]
 
 
 def test_check_mode_reports_without_failing(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes(corpus("tp2-stuck-in-cuda-graph-capture"))
-    proc, _, took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 900}, check=True)
+    proc, _res, took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 900}, check=True)
     assert proc.returncode == 0 and "failed=0" in proc.stdout and took < 30
 
 
@@ -330,7 +330,7 @@ def test_verbose_shows_new_log_lines(tmp_path):
     log = tmp_path / "server.log"
     w = Writer(log, corpus(case), start_after=1.0)
     w.start()
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60}, verbosity=1)
+    proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60}, verbosity=1)
     w.join()
     assert res["status"] == "crashed"
     assert "<localhost> " in proc.stdout and "Uvicorn running on" in proc.stdout
@@ -382,8 +382,8 @@ def test_over_ssh_ready_and_progress(tmp_path, ssh_host):
     log = tmp_path / "server.log"
     w = Writer(log, corpus(case), start_after=0.5, line_delay=0.01)
     w.start()
-    proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 30},
-                                inventory=ssh_host)
+    proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 30},
+                                    inventory=ssh_host)
     w.join()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert res["status"] == "ready" and "node1: ready (" in proc.stdout
@@ -399,8 +399,8 @@ def test_over_ssh_crash_with_pid_watch(tmp_path, ssh_host):
         "open(sys.argv[1], 'ab').write(open(sys.argv[2], 'rb').read())\n"
         "sys.exit(1)\n"), str(log), str(CORPUS / case / "server.log")])
     try:
-        _proc, res, _ = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60},
-                                     inventory=ssh_host)
+        _proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60},
+                                         inventory=ssh_host)
     finally:
         child.wait()
     assert res["status"] == "crashed" and (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])

@@ -102,7 +102,7 @@ def replay(log, case, delay=0.01, start_after=0.3, chunk=2048, parts=None):
 def test_ready_prints_one_line_per_stage_and_succeeds(tmp_path, display):
     log = tmp_path / "server.log"
     th = replay(log, "gb10-dflash-spec-decoding-ready", delay=2.8, parts=5)
-    plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 20})
+    plugin, _connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 20})
     runner = RealModule(tmp_path)
     plugin._execute_module = runner
     res = plugin.run(task_vars={"inventory_hostname": "node1"})
@@ -126,7 +126,7 @@ def test_crash_fails_the_task_with_the_message(tmp_path, display):
     exp = json.loads((CORPUS / case / "expected.json").read_text())
     log = tmp_path / "server.log"
     th = replay(log, case)
-    plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60})
+    plugin, _connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60})
     plugin._execute_module = RealModule(tmp_path)
     res = plugin.run(task_vars={"inventory_hostname": "node1"})
     th.join()
@@ -139,7 +139,7 @@ def test_new_log_lines_at_v_and_probes_at_vvv(tmp_path, display):
     display.verbosity = 3
     log = tmp_path / "server.log"
     log.write_bytes((CORPUS / "warmup-502-initialization-failed-killed" / "server.log").read_bytes())
-    plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 30, "url": "http://127.0.0.1:9"})
+    plugin, _connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 30, "url": "http://127.0.0.1:9"})
     plugin._execute_module = RealModule(tmp_path)
     res = plugin.run(task_vars={"inventory_hostname": "node2"})
     assert res["status"] == "crashed"
@@ -152,7 +152,7 @@ def test_new_log_lines_at_v_and_probes_at_vvv(tmp_path, display):
 def test_check_mode_is_one_round_and_never_fails(tmp_path, display):
     log = tmp_path / "server.log"
     log.write_bytes((CORPUS / "tp2-stuck-in-cuda-graph-capture" / "server.log").read_bytes())
-    plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 600}, check_mode=True)
+    plugin, _connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 600}, check_mode=True)
     runner = RealModule(tmp_path)
     runner.check_mode = True
     plugin._execute_module = runner
@@ -180,7 +180,7 @@ def test_connection_failure_resets_and_retries_once(tmp_path, display):
 
 
 def test_module_argument_error_is_returned_not_looped(tmp_path, display):
-    plugin, _ = make_action({"log_path": str(tmp_path / "x.log"), "crash_patterns": ["(bad"]})
+    plugin, _connection = make_action({"log_path": str(tmp_path / "x.log"), "crash_patterns": ["(bad"]})
     runner = RealModule(tmp_path)
     plugin._execute_module = runner
     res = plugin.run(task_vars={"inventory_hostname": "node1"})
@@ -188,7 +188,7 @@ def test_module_argument_error_is_returned_not_looped(tmp_path, display):
 
 
 def test_private_options_are_rejected_from_users(tmp_path, display):
-    plugin, _ = make_action({"log_path": "/x.log", "_state": {"v": 1}})
+    plugin, _connection = make_action({"log_path": "/x.log", "_state": {"v": 1}})
     runner = RealModule(tmp_path)
     plugin._execute_module = runner
     with pytest.raises(AnsibleActionFail, match="Unsupported parameters .*_state"):
@@ -216,8 +216,8 @@ def test_a_failed_rank_ends_the_wait_on_the_other_ranks_of_the_deployment(tmp_pa
     results = {}
 
     def wait(host, log, rank):
-        plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 50,
-                                 "node_rank": rank, "deployment": "glm5-pair"})
+        plugin, _connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 50,
+                                           "node_rank": rank, "deployment": "glm5-pair"})
         plugin._execute_module = RealModule(tmp_path / host)
         (tmp_path / host).mkdir()
         results[host] = (plugin.run(task_vars={"inventory_hostname": host}), time.monotonic())

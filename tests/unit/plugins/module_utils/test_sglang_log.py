@@ -734,12 +734,12 @@ def test_crash_after_a_new_server_args_dump_is_a_new_run_boundary():
 def test_state_stays_small_for_huge_inputs():
     classifier = LogClassifier()
     progress = "\rCapturing batches (bs=512 avail_mem=3.20 GB):  12%|#2        | 6/52 [00:01<00:10,  4.2it/s]"
-    for _ in range(2000):   # ~200 MB of progress updates without a newline
+    for _chunk in range(2000):   # ~200 MB of progress updates without a newline
         classifier.feed(progress * 1000, now=0.0)
     state = json.dumps(classifier.to_state())
     assert len(state) < 100000
     classifier.feed("\n" + TRACEBACK_HEAD.format(rank="TP0"), now=0.0)
-    for _ in range(5000):
+    for _chunk in range(5000):
         classifier.feed('  File "/x/sglang/srt/layers/linear.py", line 1, in forward\n    return f(x)\n', now=0.0)
     classifier.feed("torch.OutOfMemoryError: CUDA out of memory.\n", now=0.0)
     res = classifier.result()

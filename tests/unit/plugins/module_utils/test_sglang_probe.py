@@ -203,11 +203,11 @@ def test_pid_watch_real_child_exit_and_zombie():
         assert exited is False and start is not None
         time.sleep(0.6)
         # not reaped yet: a zombie counts as exited
-        exited, reason, _ = probe.pid_verdict(child.pid, start)
+        exited, reason, _start_ticks = probe.pid_verdict(child.pid, start)
         assert exited is True and "state Z" in reason
     finally:
         child.wait()
-    exited, reason, _ = probe.pid_verdict(child.pid, start)
+    exited, reason, _start_ticks = probe.pid_verdict(child.pid, start)
     assert exited is True and str(child.pid) in reason
 
 
@@ -216,7 +216,7 @@ def test_pid_watch_detects_pid_reuse():
     try:
         alive, start, state = probe.pid_identity(child.pid)
         assert alive and state in ("S", "R")
-        exited, reason, _ = probe.pid_verdict(child.pid, start + 12345)
+        exited, reason, _start_ticks = probe.pid_verdict(child.pid, start + 12345)
         assert exited is True and "reused" in reason
     finally:
         child.send_signal(signal.SIGKILL)
@@ -274,7 +274,7 @@ def sglang_http():
 
 
 def test_health_503_then_200(sglang_http):
-    got = [probe.http_get(sglang_http.url, "/health")["status"] for _ in range(3)]
+    got = [probe.http_get(sglang_http.url, "/health")["status"] for _attempt in range(3)]
     assert got == [503, 503, 200]
     res = probe.http_get(sglang_http.url, "/health")
     assert res["error"] is None and res["refused"] is False and res["elapsed_ms"] >= 0

@@ -94,7 +94,7 @@ def test_every_corpus_case_through_rounds_with_a_real_writer_process(tmp_path, c
     try:
         params = WaitParams(log_path=str(log), log_offset=log_offset, pid=proc.pid, timeout=60,
                             stall_timeout=2 if exp["outcome"] == "stalled" else 30, sleep=0.1, host="node1")
-        res, _ = run_until_done(params)
+        res, _state = run_until_done(params)
     finally:
         proc.kill()
         proc.wait()
@@ -167,7 +167,7 @@ def test_file_appears_late_and_default_offset(tmp_path):
 
     th = threading.Thread(target=later)
     th.start()
-    res, _ = run_until_done(WaitParams(log_path=str(log), timeout=20, stall_timeout=10, sleep=0.1))
+    res, _state = run_until_done(WaitParams(log_path=str(log), timeout=20, stall_timeout=10, sleep=0.1))
     th.join()
     assert res["status"] == "ready" and res["log_reset"] in ("appeared", None)
     assert res["elapsed"] >= 0.5
@@ -177,7 +177,7 @@ def test_default_offset_skips_an_old_ready_line(tmp_path):
     """A finished earlier run in the appended log (with its 'fired up' line) never counts: status must not be ready."""
     log = tmp_path / "server.log"
     log.write_bytes(corpus_bytes("gb10-dflash-spec-decoding-ready"))
-    res, _ = run_until_done(WaitParams(log_path=str(log), timeout=1, stall_timeout=0, sleep=0.1))
+    res, _state = run_until_done(WaitParams(log_path=str(log), timeout=1, stall_timeout=0, sleep=0.1))
     assert res["status"] == "timeout" and res["stage"] == "start"
     assert "did not become ready within 1s" in res["msg"]
     assert "nothing was written to %s since the wait started (offset %d)" % (log, log.stat().st_size) in res["msg"]
@@ -196,7 +196,7 @@ def test_truncation_mid_wait_reads_new_content_from_zero(tmp_path):
     with open(log, "r+b") as f:
         f.truncate(0)
         f.write(data)
-    res, _ = run_until_done(params, state=state)
+    res, _state = run_until_done(params, state=state)
     assert res["log_reset"] == "truncated"
     exp = expected("rtx3090-oom-attention-workspace-at-graph-stage")
     assert res["status"] == "crashed" and res["error_line"] == exp["first_error_line"]
@@ -221,8 +221,8 @@ def test_pid_exit_without_log_evidence_is_process_exited_within_half_a_second(tm
                               "f.write('[2026-06-11 05:10:02 TP0] Init torch distributed begin.\\n'); f.flush(); "
                               "time.sleep(0.8); sys.exit(3)", str(log)])
     try:
-        res, _ = run_until_done(WaitParams(log_path=str(log), log_offset=0, pid=child.pid, timeout=20, sleep=0.1,
-                                           host="node1"))
+        res, _state = run_until_done(WaitParams(log_path=str(log), log_offset=0, pid=child.pid, timeout=20, sleep=0.1,
+                                                host="node1"))
         t_detect = time.monotonic()
     finally:
         child.wait()
@@ -237,7 +237,7 @@ def test_pid_exit_without_log_evidence_is_process_exited_within_half_a_second(tm
 def test_pid_only_watch_with_url_and_no_log(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.4)"])
     try:
-        res, _ = run_until_done(WaitParams(pid=child.pid, url="http://127.0.0.1:9", timeout=10, sleep=0.1))
+        res, _state = run_until_done(WaitParams(pid=child.pid, url="http://127.0.0.1:9", timeout=10, sleep=0.1))
     finally:
         child.wait()
     assert res["status"] == "crashed" and res["signature"] == "process_exited" and res["log_source"] is None
@@ -298,7 +298,7 @@ def test_ready_line_waits_for_health_200(tmp_path, server):
 
 def test_no_log_health_200_is_ready(server):
     server.healthy.set()
-    res, _ = run_until_done(WaitParams(url=server.url, timeout=5, sleep=0.1))
+    res, _state = run_until_done(WaitParams(url=server.url, timeout=5, sleep=0.1))
     assert res["status"] == "ready" and res["models"] == ["Qwen/Qwen3-8B"] and res["log_source"] is None
 
 
@@ -306,24 +306,24 @@ def test_api_key_missing_fails_at_once_as_auth_problem(server):
     server.api_key = "sk-secret"
     server.healthy.set()
     t0 = time.monotonic()
-    res, _ = run_until_done(WaitParams(url=server.url, timeout=30, sleep=0.1, host="node1"))
+    res, _state = run_until_done(WaitParams(url=server.url, timeout=30, sleep=0.1, host="node1"))
     assert time.monotonic() - t0 < 2
     assert res["status"] == "error" and "HTTP 401" in res["msg"] and "api_key" in res["msg"]
-    res, _ = run_until_done(WaitParams(url=server.url, api_key="sk-secret", timeout=5, sleep=0.1))
+    res, _state = run_until_done(WaitParams(url=server.url, api_key="sk-secret", timeout=5, sleep=0.1))
     assert res["status"] == "ready"
 
 
 def test_wrong_served_model_fails(server):
     server.healthy.set()
-    res, _ = run_until_done(WaitParams(url=server.url, served_model_name="glm-5", timeout=5, sleep=0.1))
+    res, _state = run_until_done(WaitParams(url=server.url, served_model_name="glm-5", timeout=5, sleep=0.1))
     assert res["status"] == "error" and "Qwen/Qwen3-8B" in res["msg"] and "glm-5" in res["msg"]
 
 
 def test_ready_probe_log_ignores_health(tmp_path, server):
     log = tmp_path / "server.log"
     log.write_bytes(corpus_bytes("gb10-dflash-spec-decoding-ready"))
-    res, _ = run_until_done(WaitParams(log_path=str(log), log_offset=0, url=server.url, ready_probe="log", timeout=5,
-                                       sleep=0.1))
+    res, _state = run_until_done(WaitParams(log_path=str(log), log_offset=0, url=server.url, ready_probe="log", timeout=5,
+                                            sleep=0.1))
     assert res["status"] == "ready" and res["http"]["health"]["status"] == 503
 
 
@@ -333,8 +333,8 @@ def test_stall_at_nccl_init_names_the_stage(tmp_path):
     case = "gb200-two-node-hang-after-nccl-version"
     log = tmp_path / "server.log"
     log.write_bytes(corpus_bytes(case))
-    res, _ = run_until_done(WaitParams(log_path=str(log), log_offset=0, timeout=30, stall_timeout=1, sleep=0.1,
-                                       host="node1"))
+    res, _state = run_until_done(WaitParams(log_path=str(log), log_offset=0, timeout=30, stall_timeout=1, sleep=0.1,
+                                            host="node1"))
     assert res["status"] == "stalled" and res["stage"] == expected(case)["stage"]
     assert "stalled at stage init_distributed" in res["msg"] and "NCCL" in res["msg"]
     assert 1.0 <= res["elapsed"] < 2.0
@@ -343,7 +343,7 @@ def test_stall_at_nccl_init_names_the_stage(tmp_path):
 def test_stall_off_gives_timeout(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes(corpus_bytes("tp2-stuck-in-cuda-graph-capture"))
-    res, _ = run_until_done(WaitParams(log_path=str(log), log_offset=0, timeout=1, stall_timeout=0, sleep=0.1))
+    res, _state = run_until_done(WaitParams(log_path=str(log), log_offset=0, timeout=1, stall_timeout=0, sleep=0.1))
     assert res["status"] == "timeout" and res["stage"] == "cuda_graph" and res["log_tail"]
 
 
@@ -360,12 +360,12 @@ def test_node_rank_1_ready_after_kv_cache_and_quiet(tmp_path, monkeypatch):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         params = WaitParams(log_path=str(log), log_offset=0, pid=child.pid, node_rank=1, timeout=10, sleep=0.1)
-        log.write_text(text.split("Load weight end")[0])
+        log.write_text(text.split("Load weight end", maxsplit=1)[0])
         res = WaitRound(params).run(0.8)
         assert res["status"] == "starting" and res["stage"] == "load_weights"  # not yet past weights
         state = res.pop("_state")
         with open(log, "a", encoding="utf-8") as f:
-            f.write(text[len(text.split("Load weight end")[0]):])
+            f.write(text[len(text.split("Load weight end", maxsplit=1)[0]):])
         res = WaitRound(params, state=state).run(None)
         assert res["status"] == "ready" and "node rank 1" in res["msg"]
     finally:

@@ -70,7 +70,11 @@ def run_module(monkeypatch, capsys):
     def runner(args, host, check_mode=False, diff=False):
         monkeypatch.setattr(nd.NvidiaDriverHost, 'gather', lambda self, pm='auto': host.gather(self, pm))
         monkeypatch.setattr(nd.NvidiaDriverHost, 'bin', lambda self, name: '/usr/bin/' + name)
-        monkeypatch.setattr('ansible.module_utils.basic.AnsibleModule.run_command', lambda self, argv, **kw: host.run_command(self, argv, **kw))
+
+        def fake_run_command(module, argv, **kw):  # a plain function on the class, so the AnsibleModule comes in as `module`
+            return host.run_command(module, argv, **kw)
+
+        monkeypatch.setattr('ansible.module_utils.basic.AnsibleModule.run_command', fake_run_command)
         args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
         with patch_module_args(args):
             with pytest.raises(SystemExit):
