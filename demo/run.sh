@@ -54,6 +54,7 @@ bash "$fleet" wheelhouse "$LLMOPS_DEMO_WHEELHOUSE" sglang==0.5.9
 step "Building the host root file system (cached after the first run)"
 bash "$fleet" rootfs
 
+# shellcheck disable=SC2317  # runs from the EXIT trap
 cleanup() {
   if [ "${LLMOPS_DEMO_KEEP:-0}" != 1 ]; then
     step "Stopping the demo hosts"

@@ -158,6 +158,7 @@ build_base() {
     log "rootfs: mmdebstrap $SUITE minbase into $tmp (packages: $PACKAGES)"
     # customize: no /etc/hostname (nspawn --hostname wins), no apt timers (no network anyway),
     # no getty on the read-only console, empty machine-id so every boot gets its own.
+    # shellcheck disable=SC2016  # "$1" in the hooks is the rootfs path mmdebstrap passes, not ours
     apt_sources | mmdebstrap --quiet --variant=minbase --include="$PACKAGES" \
         --customize-hook='rm -f "$1/etc/hostname"' \
         --customize-hook='chroot "$1" systemctl mask apt-daily.timer apt-daily-upgrade.timer console-getty.service getty@tty1.service >/dev/null 2>&1 || true' \
@@ -289,6 +290,7 @@ node_ssh() {
     local addr opts
     addr=$(cat "$DIR/nodes/$name.addr" 2>/dev/null) || die "node '$name' is not up (no $DIR/nodes/$name.addr)"
     mapfile -t opts < <(ssh_opts)
+    # shellcheck disable=SC2029  # the command is meant to run on the test host
     ssh "${opts[@]}" "root@$addr" "$@"
 }
 
@@ -458,7 +460,7 @@ down_nodes() {
     deadline=$((SECONDS + 15))
     for pid in "${pids[@]}"; do
         while [[ -d /proc/$pid ]] && ((SECONDS < deadline)); do sleep 0.05; done
-        [[ -d /proc/$pid ]] && kill -KILL "$pid" 2>/dev/null || true
+        if [[ -d /proc/$pid ]]; then kill -KILL "$pid" 2>/dev/null || true; fi
     done
     for name in "$@"; do
         # anything left in the node's cgroups is a container process (nspawn was killed hard)
