@@ -118,6 +118,9 @@ t0=$(date +%s.%N)
 command -v git >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends git >/dev/null; } \
     || setup_fail "cannot install git"
 bash "$REPO/tests/infra/fleet.sh" deps || setup_fail "apt-get install of the test-host tools failed"
+# ansible-test's shellcheck sanity test skips silently without the tool
+command -v shellcheck >/dev/null 2>&1 || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; } \
+    || setup_fail "cannot install shellcheck"
 STEP_NAMES+=(setup-apt); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
 
 say "setup: venvs (ansible-core 2.21 and 2.20 on Python >= 3.12)"
