@@ -25,7 +25,8 @@ exercised for real. This program stands in for ``python -m sglang.launch_server`
 * ``--config FILE`` reads SGLang's flat YAML config file (the collection passes the API key
   that way); command-line words win over it, as in SGLang.
 * When the replay ends it behaves as the recording did (``--outcome auto`` reads
-  ``expected.json``): ``ready`` keeps serving until SIGTERM (exit 0); ``crashed`` exits
+  ``expected.json``): ``ready`` keeps serving until SIGTERM (exit 0), unless the recording
+  crashed after it became ready (``post_ready_crash``): then it exits with status 1; ``crashed`` exits
   with status 1, or kills itself with SIGKILL when the recorded signature is
   ``silent_exit``; ``stalled`` hangs until signalled.
 
@@ -428,6 +429,11 @@ def main(argv: list[str] | None = None) -> int:
     if outcome == 'ready':
         listen()
         state.ready = True
+        if args.outcome == 'auto' and recording.expected.get('post_ready_crash'):
+            # the recording became ready, then crashed at runtime: so does the stand-in, after its replay
+            if server is not None:
+                server.server_close()
+            return 1
         while True:
             time.sleep(3600)
     if outcome == 'crashed':

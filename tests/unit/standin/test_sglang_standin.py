@@ -334,3 +334,18 @@ def test_missing_recording_is_reported_with_a_marked_line(tmp_path):
                        capture_output=True, timeout=10, check=False)
     assert r.returncode == 2
     assert r.stderr.startswith(b'[llmops-standin] cannot read recording')
+
+
+def test_ready_then_runtime_crash_serves_then_exits_1():
+    # The recording printed the ready line and crashed 11 s later at runtime: the stand-in becomes ready
+    # (a startup watcher must say "ready"), then exits like the recorded process did.
+    case = CASES / 'ascend-ready-then-scheduler-crash-11s-later'
+    assert json.loads((case / 'expected.json').read_text())['post_ready_crash'] is True
+    p = Proc(case, '--max-seconds', '2')
+    try:
+        assert p.wait(10) == 1
+    finally:
+        p.stop()
+    data = p.stderr()
+    assert data == (case / 'server.log').read_bytes()
+    assert data.index(b'The server is fired up and ready to roll!') < data.rindex(b'Scheduler hit an exception')
