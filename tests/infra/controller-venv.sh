@@ -36,6 +36,11 @@ py=$(find_python) || {
 }
 rm -rf "$venv"
 "$py" -m venv "$venv" >&2
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >&2
+# pip's output only matters when it fails (some machines' pip configs add a warning per index)
+if ! out=$("$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" 2>&1); then
+  printf '%s\n' "$out" >&2
+  echo "controller-venv.sh: pip install -r $req into $venv failed (output above); check that PyPI is reachable" >&2
+  exit 1
+fi
 echo "$want" > "$stamp"
 echo "$venv"

@@ -599,8 +599,13 @@ cmd_wheelhouse() {
     local dest=$1
     shift
     mkdir -p "$dest"
-    "${LLMOPS_FLEET_PYTHON:-python3}" -m pip download --disable-pip-version-check --no-deps -d "$dest" "$@" \
-        || die "pip download of '$*' into $dest failed (see pip's output above); check the spec and that PyPI is reachable from the controller"
+    local out
+    # pip's output only matters when it fails (some machines' pip configs add a warning per index)
+    if ! out=$("${LLMOPS_FLEET_PYTHON:-python3}" -m pip download -q --disable-pip-version-check --no-deps -d "$dest" "$@" 2>&1); then
+        printf '%s\n' "$out" >&2
+        die "pip download of '$*' into $dest failed (see pip's output above); check the spec and that PyPI is reachable from the controller"
+    fi
+    log "wheelhouse: $dest has $(find "$dest" -maxdepth 1 -name '*.whl' | wc -l) wheel(s)"
 }
 
 cmd_status() {
