@@ -120,6 +120,20 @@ def _display_line(line):
     return line
 
 
+# The exception line that ends a Python traceback ("torch.OutOfMemoryError: CUDA out of memory. ...",
+# "ModuleNotFoundError: No module named 'numpy'"), optionally after SGLang's "[time TPn]" prefix.
+_EXCEPTION_LINE_RE = re.compile(r"^(?:\[[^\]]*\]\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure))(?::\s.*|:?)$")
+
+
+def root_cause(context):
+    """The last exception line of a traceback in `context` (list of str), or None."""
+    for line in reversed(context or []):
+        text = (_display_line(line) or "").strip()
+        if _EXCEPTION_LINE_RE.match(text):
+            return text
+    return None
+
+
 def _short(text, limit=200):
     text = _display_line(text) or ""
     text = text.strip()
@@ -624,6 +638,9 @@ class WaitRound:
                 msg += ': "%s" (%s)' % (_short(res["error_line"]), self._where(res.get("error_lineno")))
             elif exited:
                 msg += " (%s; %s)" % (exited["reason"], self._where(None))
+            cause = root_cause(res.get("error_context"))
+            if cause and cause != _short(res.get("error_line")):
+                msg += '; root cause: "%s"' % _short(cause)
             if exited and res.get("error_line"):
                 msg += "; %s" % exited["reason"]
             return msg + "; " + CRASH_HINTS.get(sig, CRASH_HINTS["traceback"])

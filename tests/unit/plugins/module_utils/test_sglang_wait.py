@@ -711,3 +711,31 @@ def test_stream_that_cannot_start_falls_back_to_polling():
                     journal_stream_factory=broken).run(None)
     assert res["status"] == "crashed" and res["signature"] == expected(case)["signature"]
     assert any(os.path.basename(c[0]) == "journalctl" for c in rec.calls)
+
+
+@pytest.mark.parametrize("context, cause", [
+    (["Traceback (most recent call last):", '  File "<frozen runpy>", line 198, in _run_module_as_main',
+      "ModuleNotFoundError: No module named 'numpy'"], "ModuleNotFoundError: No module named 'numpy'"),
+    (["[2026-06-11 05:11:58 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+      "    raise e", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+      "[2026-06-11 05:11:59] Received sigquit from a child process. It usually means the child failed."],
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
+    (["[2025-02-26 12:01:56 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+      '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 240, in __init__'], None),
+])
+def test_root_cause_is_the_last_exception_line_of_the_traceback(context, cause):
+    assert wait.root_cause(context) == cause
+
+
+def test_crash_message_names_the_root_cause_below_a_bare_traceback_header(tmp_path):
+    # A real launcher dying on an import, as `python -m sglang.launch_server` does in a venv without SGLang's
+    # dependencies: its stderr is the log, and the wait is given its (exited) pid.
+    log = tmp_path / "server.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", "import llmops_sglang_no_such_module"], stderr=err)
+        proc.wait()
+    res = WaitRound(WaitParams(log_path=str(log), log_offset=0, pid=proc.pid, timeout=30, stall_timeout=0,
+                               sleep=0.05)).run(round_seconds=2)
+    assert res["status"] == "crashed" and res["signature"] == "import_error"
+    assert res["error_line"] == "Traceback (most recent call last):"
+    assert 'root cause: "ModuleNotFoundError: No module named \'llmops_sglang_no_such_module\'"' in res["msg"]
