@@ -34,13 +34,14 @@ PEER_FAILURES = ('crashed', 'stalled', 'timeout')
 
 def _peer_dir(deployment):
     # DEFAULT_LOCAL_TMP is made once per ansible-playbook run and shared by its forked workers, and removed at
-    # exit, so files here belong to this run only and never go stale.
+    # exit, so files here belong to this run only and never go stale. The caller's deployment key also carries the
+    # task's UUID (the same on every host running that task), so a later wait in the same run starts clean.
     safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in deployment)
     return os.path.join(C.DEFAULT_LOCAL_TMP, 'llmops-sglang-peers', safe)
 
 
 def report_peer_failure(deployment, host, res, node_rank):
-    """Tell the other ranks of this deployment (same ansible-playbook run) that this rank failed."""
+    """Tell the other ranks of this deployment (same ansible-playbook run) how this rank ended (failed or ready)."""
     path = _peer_dir(deployment)
     os.makedirs(path, exist_ok=True)
     record = dict((k, res.get(k)) for k in ('status', 'stage', 'signature', 'error_line', 'msg'))
@@ -61,10 +62,20 @@ def first_peer_failure(deployment, host):
     for name in names:
         try:
             with open(os.path.join(path, name), encoding='utf-8') as f:
-                return json.load(f)
+                record = json.load(f)
         except (OSError, ValueError):
             continue
+        if record.get('status') != 'ready':
+            return record
     return None
+
+
+def peers_finished(deployment):
+    """How many ranks of this deployment have recorded how they ended."""
+    try:
+        return sum(1 for n in os.listdir(_peer_dir(deployment)) if n.endswith('.json'))
+    except FileNotFoundError:
+        return 0
 
 
 def peer_failed_result(host, res, peer, deployment):
@@ -137,6 +148,8 @@ class ActionModule(ActionBase):
         else:
             round_seconds = ROUND_SECONDS_VERBOSE if display.verbosity >= 1 else ROUND_SECONDS_QUIET
         deployment = new_args.get('deployment')
+        if deployment:
+            deployment = '%s-%s' % (deployment, getattr(self._task, '_uuid', ''))
         if deployment and not check_mode:
             round_seconds = min(round_seconds, ROUND_SECONDS_PEERS)
         deadline = time.monotonic() + float(new_args.get('timeout') or 1800) + CONTROLLER_GRACE
@@ -163,12 +176,16 @@ class ActionModule(ActionBase):
                     display.display(line)
                     last_line = line
                 if deployment and not check_mode:
-                    if res.get('status') in PEER_FAILURES:
+                    if res.get('status') in PEER_FAILURES or res.get('status') == 'ready':
                         report_peer_failure(deployment, host, res, new_args.get('node_rank'))
+                    if res.get('status') == 'ready' and new_args.get('deployment_size'):
+                        # a multi-node server is ready only when every rank is: wait for the others' outcome
+                        res = self._await_peers(host, res, deployment, new_args, deadline)
                     elif res.get('status') not in TERMINAL:
                         peer = first_peer_failure(deployment, host)
                         if peer:
-                            res = peer_failed_result(host, dict(res, node_rank=new_args.get('node_rank')), peer, deployment)
+                            res = peer_failed_result(host, dict(res, node_rank=new_args.get('node_rank')), peer,
+                                                     new_args['deployment'])
                             display.display(progress_line(host, res))
                 if check_mode or res.get('status') in TERMINAL:
                     break
@@ -187,6 +204,25 @@ class ActionModule(ActionBase):
         result['changed'] = False
         result['failed'] = (res.get('status') != 'ready') and not check_mode
         return result
+
+    @staticmethod
+    def _await_peers(host, res, deployment, args, deadline):
+        """This rank is ready: wait until every rank of the deployment ended; fail if another rank failed."""
+        size = int(args['deployment_size'])
+        while True:
+            peer = first_peer_failure(deployment, host)
+            if peer:
+                res = peer_failed_result(host, dict(res, node_rank=args.get('node_rank')), peer, args['deployment'])
+                display.display(progress_line(host, res))
+                return res
+            if peers_finished(deployment) >= size:
+                return res
+            if time.monotonic() > deadline:
+                res = dict(res, status='timeout', ready=False,
+                           msg='SGLang on %s is ready, but not every rank of deployment %s ended its start within '
+                               'timeout=%ss' % (host, args['deployment'], args.get('timeout')))
+                return res
+            time.sleep(0.2)
 
     @staticmethod
     def _show(host, res):

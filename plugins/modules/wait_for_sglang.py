@@ -103,6 +103,12 @@ options:
         RV(peer_failure). Rounds are kept short (2 seconds) so a peer's failure is noticed within about 2 seconds.
       - Without the action plugin (a direct module call) this option has no effect.
     type: str
+  deployment_size:
+    description:
+      - Number of ranks (hosts) in O(deployment). When set, a rank that is ready keeps waiting until every rank of
+        the deployment has ended its start, and fails if any of them failed, so no rank reports success for a
+        multi-node server that did not come up.
+    type: int
   timeout:
     description:
       - Maximum number of seconds to wait for the server to become ready.
@@ -399,6 +405,7 @@ def argument_spec():
         ready_probe=dict(type='str', default='auto', choices=['auto', 'log', 'health', 'health_generate']),
         node_rank=dict(type='int', default=0),
         deployment=dict(type='str'),
+        deployment_size=dict(type='int'),
         timeout=dict(type='int', default=1800),
         stall_timeout=dict(type='int', default=900),
         sleep=dict(type='float', default=0.25),

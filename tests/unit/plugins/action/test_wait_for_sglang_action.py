@@ -61,6 +61,7 @@ def make_action(args, check_mode=False):
     task.check_mode = check_mode
     task.async_val = 0
     task.action = "llmops.sglang.wait_for_sglang"
+    task._uuid = "0242ac12-wait"  # one task, run for several hosts, has one UUID
     task.diff = False
     connection = MagicMock()
     connection._shell.tmpdir = None
@@ -236,3 +237,31 @@ def test_a_failed_rank_ends_the_wait_on_the_other_ranks_of_the_deployment(tmp_pa
     assert "failed on rank 1 (node2)" in r0["msg"] and "node1 stopped waiting" in r0["msg"]
     # rank 0 ends within a couple of short rounds after rank 1, not at its stall_timeout (50 s)
     assert t_rank0 - t_rank1 < 5.0
+
+
+def test_a_ready_rank_fails_when_another_rank_of_the_deployment_failed_after_it(tmp_path, display, monkeypatch):
+    # With deployment_size, rank 0 reaching its ready line first does not make the deployment ready: it waits
+    # for the other rank's outcome, and rank 1 crashing later fails rank 0 too.
+    monkeypatch.setattr(action_mod.C, "DEFAULT_LOCAL_TMP", str(tmp_path / "local-tmp"))
+    crash_case = "tp8-rank2-exception-during-nccl-init"
+    log0, log1 = tmp_path / "rank0.log", tmp_path / "rank1.log"
+    th0 = replay(log0, "rocm-tp2-multimodal-ready-no-cuda-graph", start_after=0.1)
+    th1 = replay(log1, crash_case, start_after=6.0)
+    results = {}
+
+    def wait(host, log, rank):
+        plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 50,
+                                 "node_rank": rank, "deployment": "pair", "deployment_size": 2})
+        (tmp_path / host).mkdir()
+        plugin._execute_module = RealModule(tmp_path / host)
+        results[host] = plugin.run(task_vars={"inventory_hostname": host})
+
+    threads = [threading.Thread(target=wait, args=a) for a in (("node1", log0, 0), ("node2", log1, 1))]
+    for t in threads:
+        t.start()
+    for t in threads + [th0, th1]:
+        t.join(90)
+    assert results["node2"]["status"] == "crashed" and "peer_failure" not in results["node2"]
+    assert results["node1"]["status"] == "crashed" and results["node1"]["failed"] is True
+    assert results["node1"]["peer_failure"]["host"] == "node2"
+    assert any("node1: ready" in c.args[0] for c in display.display.call_args_list), "rank 0 was ready first"
