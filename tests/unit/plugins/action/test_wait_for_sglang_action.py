@@ -250,8 +250,8 @@ def test_a_ready_rank_fails_when_another_rank_of_the_deployment_failed_after_it(
     results = {}
 
     def wait(host, log, rank):
-        plugin, _ = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 50,
-                                 "node_rank": rank, "deployment": "pair", "deployment_size": 2})
+        plugin, _connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 50,
+                                           "node_rank": rank, "deployment": "pair", "deployment_size": 2})
         (tmp_path / host).mkdir()
         plugin._execute_module = RealModule(tmp_path / host)
         results[host] = plugin.run(task_vars={"inventory_hostname": host})
