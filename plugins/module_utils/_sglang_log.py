@@ -1077,6 +1077,12 @@ class LogFollower:
         return self._decoder.decode(data)
 
 
+def is_exception_line(line):
+    """True for the exception line that ends a Python traceback ("torch.OutOfMemoryError: CUDA out of memory ...",
+    "ModuleNotFoundError: No module named 'numpy'"), also behind SGLang's "[time TPn] " prefix."""
+    return bool(_EXC_RE.match(_SGLANG_PREFIX_RE.sub("", line, count=1)))
+
+
 def classify_text(text, crash_patterns=(), ignore_patterns=(), exited=None):
     """Feed a whole text, flush, and if ``exited`` is not None call ``process_exited(exited)``.
     Returns ``result()``."""

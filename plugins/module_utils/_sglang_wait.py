@@ -21,7 +21,7 @@ import socket
 import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import STAGES, LogClassifier, LogFollower
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import STAGES, LogClassifier, LogFollower, is_exception_line
 
 STATE_VERSION = 1
 TERMINAL = ("ready", "crashed", "stalled", "timeout", "error")
@@ -120,16 +120,11 @@ def _display_line(line):
     return line
 
 
-# The exception line that ends a Python traceback ("torch.OutOfMemoryError: CUDA out of memory. ...",
-# "ModuleNotFoundError: No module named 'numpy'"), optionally after SGLang's "[time TPn]" prefix.
-_EXCEPTION_LINE_RE = re.compile(r"^(?:\[[^\]]*\]\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure))(?::\s.*|:?)$")
-
-
 def root_cause(context):
     """The last exception line of a traceback in `context` (list of str), or None."""
     for line in reversed(context or []):
         text = (_display_line(line) or "").strip()
-        if _EXCEPTION_LINE_RE.match(text):
+        if is_exception_line(text):
             return text
     return None
 
