@@ -15,6 +15,7 @@ never skip, when PyPI is unreachable.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -196,3 +197,20 @@ def released_versions(minimum: str = '0.4.6') -> list:
 if __name__ == '__main__':
     for ver in sys.argv[1:] or FIXTURE_VERSIONS:
         print(ver, tree_path(ver))
+
+
+def snapshot(root) -> dict:
+    """sha256 of every file below ``root`` by relative path: compare two snapshots to prove nothing was written."""
+    out = {}
+    for base, _dirs, files in os.walk(str(root)):
+        for name in files:
+            path = os.path.join(base, name)
+            with open(path, 'rb') as handle:
+                out[os.path.relpath(path, str(root))] = hashlib.sha256(handle.read()).hexdigest()
+    return out
+
+
+def run_command(argv, data):
+    """The ``run(argv, data) -> (rc, stdout, stderr)`` callable that module_utils._sm120_patch expects."""
+    proc = subprocess.run(argv, input=data, capture_output=True, check=False)
+    return proc.returncode, proc.stdout.decode('utf-8', 'replace'), proc.stderr.decode('utf-8', 'replace')

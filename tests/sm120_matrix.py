@@ -25,11 +25,9 @@ fails a check.  Usage:  PYTHONPATH=/path/above/ansible_collections python tests/
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,19 +51,6 @@ SHORT = {
 }
 
 
-def run(argv, data):
-    proc = subprocess.run(argv, input=data, capture_output=True, check=False)
-    return proc.returncode, proc.stdout.decode('utf-8', 'replace'), proc.stderr.decode('utf-8', 'replace')
-
-
-def snapshot(pkg):
-    out = {}
-    for root, _dirs, files in os.walk(str(pkg)):
-        for name in files:
-            path = os.path.join(root, name)
-            with open(path, 'rb') as handle:
-                out[os.path.relpath(path, str(pkg))] = hashlib.sha256(handle.read()).hexdigest()
-    return out
 
 
 def one(version):
@@ -73,11 +58,11 @@ def one(version):
     tmp = Path(tempfile.mkdtemp(prefix='sm120-matrix-'))
     try:
         pkg = sglang_wheels.copy_tree(version, tmp)
-        pristine = snapshot(pkg)
+        pristine = sglang_wheels.snapshot(pkg)
         params = {'sglang_path': str(pkg), 'python': sys.executable, 'state': 'present', 'glm5_only': True}
 
         def call(state, check=False):
-            return sm.run_patch(dict(params, state=state), run, check_mode=check)
+            return sm.run_patch(dict(params, state=state), sglang_wheels.run_command, check_mode=check)
 
         try:
             res = call('present', check=True)
@@ -90,25 +75,25 @@ def one(version):
             shape = re.search(r'shape (\w+)', site['reason'])
             status = 'patchable' if site['status'] == 'applied' else site['status']
             row['sites'][site['name']] = status + (' ' + shape.group(1) if shape else '')
-        row['check'] = 'ok' if snapshot(pkg) == pristine else 'WROTE'
+        row['check'] = 'ok' if sglang_wheels.snapshot(pkg) == pristine else 'WROTE'
         if not res['changed']:
             row.update(apply='-', idem='-', revert='-', again='-', cycle='-', variant='-')
             return row
         first = call('present')
-        after_first = snapshot(pkg)
+        after_first = sglang_wheels.snapshot(pkg)
         row['apply'] = 'ok' if first['changed'] and after_first != pristine else 'FAIL'
         second = call('present')
-        row['idem'] = 'ok' if not second['changed'] and snapshot(pkg) == after_first else 'FAIL'
+        row['idem'] = 'ok' if not second['changed'] and sglang_wheels.snapshot(pkg) == after_first else 'FAIL'
         third = call('absent')
-        row['revert'] = 'ok' if third['changed'] and snapshot(pkg) == pristine else 'FAIL'
+        row['revert'] = 'ok' if third['changed'] and sglang_wheels.snapshot(pkg) == pristine else 'FAIL'
         fourth = call('absent')
-        row['again'] = 'ok' if not fourth['changed'] and snapshot(pkg) == pristine else 'FAIL'
+        row['again'] = 'ok' if not fourth['changed'] and sglang_wheels.snapshot(pkg) == pristine else 'FAIL'
         call('present')
-        row['cycle'] = 'ok' if snapshot(pkg) == after_first else 'FAIL'
+        row['cycle'] = 'ok' if sglang_wheels.snapshot(pkg) == after_first else 'FAIL'
         if any(s['name'] == sm.SITE_GLM5 and s['status'] == 'applied' for s in res['sites']):
-            switched = sm.run_patch(dict(params, glm5_only=False), run)
+            switched = sm.run_patch(dict(params, glm5_only=False), sglang_wheels.run_command)
             call('absent')
-            row['variant'] = 'ok' if switched['changed'] and snapshot(pkg) == pristine else 'FAIL'
+            row['variant'] = 'ok' if switched['changed'] and sglang_wheels.snapshot(pkg) == pristine else 'FAIL'
         else:
             call('absent')
             row['variant'] = '-'

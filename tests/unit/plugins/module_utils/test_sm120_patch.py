@@ -13,7 +13,6 @@ source of each wheel (summarised in docs/sglang_patch_sm120.md), not computed by
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import py_compile
 import subprocess
@@ -91,19 +90,6 @@ CHANGES = {
 PATCHABLE = [v for v in sglang_wheels.FIXTURE_VERSIONS if CHANGES[v]]
 
 
-def run(argv, data):
-    proc = subprocess.run(argv, input=data, capture_output=True, check=False)
-    return proc.returncode, proc.stdout.decode('utf-8', 'replace'), proc.stderr.decode('utf-8', 'replace')
-
-
-def snapshot(root):
-    out = {}
-    for base, _dirs, files in os.walk(str(root)):
-        for name in files:
-            path = os.path.join(base, name)
-            with open(path, 'rb') as handle:
-                out[os.path.relpath(path, str(root))] = hashlib.sha256(handle.read()).hexdigest()
-    return out
 
 
 @pytest.fixture
@@ -138,8 +124,8 @@ def changed_lines(before, after):
 @pytest.mark.parametrize('release', sglang_wheels.FIXTURE_VERSIONS, indirect=True)
 def test_status_and_files_per_release(release):
     version, pkg = release
-    before = snapshot(pkg)
-    res = sm.run_patch(params(pkg), run, check_mode=True)
+    before = sglang_wheels.snapshot(pkg)
+    res = sm.run_patch(params(pkg), sglang_wheels.run_command, check_mode=True)
     assert res['sglang_version'] == version
     assert res['version_source'].startswith('dist-info METADATA')
     assert [s['name'] for s in res['sites']] == list(sm.SITE_NAMES)
@@ -152,16 +138,16 @@ def test_status_and_files_per_release(release):
         if site['status'] == 'not_present':
             assert site['file'] is None
     assert res['changed'] == bool(CHANGES[version])
-    assert snapshot(pkg) == before, 'check mode wrote to the package'
+    assert sglang_wheels.snapshot(pkg) == before, 'check mode wrote to the package'
 
 
 @pytest.mark.parametrize('release', PATCHABLE, indirect=True)
 def test_apply_idempotent_revert_exact(release, tmp_path):
     version, pkg = release
     pristine = {rel: (pkg / rel).read_bytes() for rel in CHANGES[version]}
-    everything = snapshot(pkg)
+    everything = sglang_wheels.snapshot(pkg)
 
-    first = sm.run_patch(params(pkg), run, want_diff=True)
+    first = sm.run_patch(params(pkg), sglang_wheels.run_command, want_diff=True)
     assert first['changed'] is True
     assert sorted(os.path.relpath(d['after_header'], str(pkg)) for d in first['diff']) == sorted(CHANGES[version])
     for rel, (removed, added) in CHANGES[version].items():
@@ -169,37 +155,37 @@ def test_apply_idempotent_revert_exact(release, tmp_path):
         assert changed_lines(pristine[rel].decode('utf-8'), text) == (removed, added), rel
         # the site line reported is the patched condition in the new text
         py_compile.compile(str(pkg / rel), cfile=str(tmp_path / 'c.pyc'), doraise=True)
-    patched = snapshot(pkg)
+    patched = sglang_wheels.snapshot(pkg)
     for site in first['sites']:
         if site['status'] == P:
             line = Path(site['file']).read_text('utf-8').splitlines()[site['line'] - 1].strip()
             assert 'sm120' in line, (site, line)
 
-    second = sm.run_patch(params(pkg), run, want_diff=True)
+    second = sm.run_patch(params(pkg), sglang_wheels.run_command, want_diff=True)
     assert second['changed'] is False and 'diff' not in second
     assert {s['status'] for s in second['sites'] if s['file']} <= {'already_applied', 'upstream_supports_sm120', 'unsupported'}
-    assert snapshot(pkg) == patched
+    assert sglang_wheels.snapshot(pkg) == patched
 
-    third = sm.run_patch(params(pkg, state='absent'), run)
+    third = sm.run_patch(params(pkg, state='absent'), sglang_wheels.run_command)
     assert third['changed'] is True
     for rel in CHANGES[version]:
         assert (pkg / rel).read_bytes() == pristine[rel], 'revert is not byte-exact for %s' % rel
-    assert snapshot(pkg) == everything
+    assert sglang_wheels.snapshot(pkg) == everything
 
-    fourth = sm.run_patch(params(pkg, state='absent'), run)
+    fourth = sm.run_patch(params(pkg, state='absent'), sglang_wheels.run_command)
     assert fourth['changed'] is False
-    assert snapshot(pkg) == everything
+    assert sglang_wheels.snapshot(pkg) == everything
 
-    sm.run_patch(params(pkg), run)
-    assert snapshot(pkg) == patched, 'apply/revert/apply is not stable'
+    sm.run_patch(params(pkg), sglang_wheels.run_command)
+    assert sglang_wheels.snapshot(pkg) == patched, 'apply/revert/apply is not stable'
 
 
 @pytest.mark.parametrize('release', ['0.5.9', '0.5.20'], indirect=True)
 def test_check_mode_and_diff_content(release):
     version, pkg = release
-    before = snapshot(pkg)
-    res = sm.run_patch(params(pkg), run, check_mode=True, want_diff=True)
-    assert snapshot(pkg) == before
+    before = sglang_wheels.snapshot(pkg)
+    res = sm.run_patch(params(pkg), sglang_wheels.run_command, check_mode=True, want_diff=True)
+    assert sglang_wheels.snapshot(pkg) == before
     assert res['changed'] is True
     by_file = {os.path.relpath(d['before_header'], str(pkg)): d for d in res['diff']}
     assert sorted(by_file) == sorted(CHANGES[version])
@@ -208,7 +194,7 @@ def test_check_mode_and_diff_content(release):
         assert diff['before'] == (pkg / rel).read_text('utf-8')
         assert changed_lines(diff['before'], diff['after']) == CHANGES[version][rel]
     # the diff is exactly what a real run writes
-    sm.run_patch(params(pkg), run)
+    sm.run_patch(params(pkg), sglang_wheels.run_command)
     for rel, diff in by_file.items():
         assert (pkg / rel).read_text('utf-8') == diff['after']
 
@@ -219,9 +205,9 @@ def test_local_edit_is_unknown_shape_and_nothing_is_written(release):
     comm = pkg / COMM
     edited = comm.read_text('utf-8').replace(H_GATE_OLD, '(_is_sm90_supported or _is_sm100_supported or _is_hopper)')
     comm.write_text(edited, 'utf-8')
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     with pytest.raises(sm.PatchError) as info:
-        sm.run_patch(params(pkg), run)
+        sm.run_patch(params(pkg), sglang_wheels.run_command)
     err = info.value
     assert str(comm) in err.msg and version in err.msg
     assert err.context['file'] == str(comm)
@@ -230,7 +216,7 @@ def test_local_edit_is_unknown_shape_and_nothing_is_written(release):
     assert H_GATE_OLD in err.context['expected']
     assert '_is_hopper' in err.context['found']
     # server_args.py (sites A and G, recognised) was not written either: all or nothing
-    assert snapshot(pkg) == before
+    assert sglang_wheels.snapshot(pkg) == before
 
 
 @pytest.mark.parametrize('release', ['0.5.14'], indirect=True)
@@ -239,14 +225,14 @@ def test_partially_patched_site_fails(release):
     comm = pkg / COMM
     # a hand edit of the gate without the helper line: not a state this module writes
     comm.write_text(comm.read_text('utf-8').replace(H_GATE_OLD, H_GATE_NEW), 'utf-8')
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     with pytest.raises(sm.PatchError) as info:
-        sm.run_patch(params(pkg), run)
+        sm.run_patch(params(pkg), sglang_wheels.run_command)
     assert 'partially patched' in info.value.msg and str(comm) in info.value.msg
-    assert snapshot(pkg) == before
+    assert sglang_wheels.snapshot(pkg) == before
     with pytest.raises(sm.PatchError):
-        sm.run_patch(params(pkg, state='absent'), run)
-    assert snapshot(pkg) == before
+        sm.run_patch(params(pkg, state='absent'), sglang_wheels.run_command)
+    assert sglang_wheels.snapshot(pkg) == before
 
 
 @pytest.mark.parametrize('release', ['0.5.23'], indirect=True)
@@ -255,12 +241,12 @@ def test_newer_release_with_moved_file_fails(release):
     meta = next(pkg.parent.glob('sglang-*.dist-info')) / 'METADATA'
     meta.write_text(meta.read_text('utf-8').replace('Version: 0.5.23', 'Version: 0.5.24'), 'utf-8')
     (pkg / ADDN).rename(pkg / 'srt' / 'layers' / 'add_norm_moved.py')
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     with pytest.raises(sm.PatchError) as info:
-        sm.run_patch(params(pkg), run)
+        sm.run_patch(params(pkg), sglang_wheels.run_command)
     assert info.value.context['site'] == GATE
     assert '0.5.24' in info.value.msg
-    assert snapshot(pkg) == before
+    assert sglang_wheels.snapshot(pkg) == before
 
 
 @pytest.mark.parametrize('release', ['0.5.13'], indirect=True)
@@ -268,48 +254,48 @@ def test_read_only_file_fails_cleanly(release):
     version, pkg = release
     target = pkg / SARG
     os.chmod(str(target), 0o444)
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     with pytest.raises(sm.PatchError) as info:
-        sm.run_patch(params(pkg), run)
+        sm.run_patch(params(pkg), sglang_wheels.run_command)
     assert 'read-only' in info.value.msg and str(target) in info.value.msg
     assert info.value.context['file'] == str(target)
-    assert snapshot(pkg) == before  # communicator.py (writable) was not written either
+    assert sglang_wheels.snapshot(pkg) == before  # communicator.py (writable) was not written either
     assert not list(target.parent.glob('.*.sm120tmp'))
     # check mode still reports what would change
-    assert sm.run_patch(params(pkg), run, check_mode=True)['changed'] is True
+    assert sm.run_patch(params(pkg), sglang_wheels.run_command, check_mode=True)['changed'] is True
 
 
 @pytest.mark.parametrize('release', ['0.5.9'], indirect=True)
 def test_compile_failure_writes_nothing(release):
     version, pkg = release
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     with pytest.raises(sm.PatchError) as info:
-        sm.run_patch(params(pkg, python='/bin/false'), run)
+        sm.run_patch(params(pkg, python='/bin/false'), sglang_wheels.run_command)
     assert 'does not compile' in info.value.msg
-    assert snapshot(pkg) == before
+    assert sglang_wheels.snapshot(pkg) == before
 
 
 @pytest.mark.parametrize('release', ['0.5.7', '0.5.3', '0.4.10'], indirect=True)
 def test_explicit_site_that_cannot_be_enabled_fails(release):
     version, pkg = release
     site = {'0.5.7': AUTO, '0.5.3': GATE, '0.4.10': GLM5}[version]
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     with pytest.raises(sm.PatchError) as info:
-        sm.run_patch(params(pkg, patches=[site]), run)
+        sm.run_patch(params(pkg, patches=[site]), sglang_wheels.run_command)
     assert site in info.value.msg and version in info.value.msg
-    assert snapshot(pkg) == before
+    assert sglang_wheels.snapshot(pkg) == before
     # reverting it is vacuous, not an error
-    res = sm.run_patch(params(pkg, patches=[site], state='absent'), run)
+    res = sm.run_patch(params(pkg, patches=[site], state='absent'), sglang_wheels.run_command)
     assert res['changed'] is False
 
 
 @pytest.mark.parametrize('release', ['0.5.20'], indirect=True)
 def test_explicit_subset_only_touches_those_sites(release):
     version, pkg = release
-    before = snapshot(pkg)
-    res = sm.run_patch(params(pkg, patches=[RES]), run)
+    before = sglang_wheels.snapshot(pkg)
+    res = sm.run_patch(params(pkg, patches=[RES]), sglang_wheels.run_command)
     assert [s['name'] for s in res['sites']] == [RES]
-    after = snapshot(pkg)
+    after = sglang_wheels.snapshot(pkg)
     assert {k for k in after if after[k] != before.get(k)} == {FUSE}
 
 
@@ -319,16 +305,16 @@ def test_glm5_variant_switch_and_revert(release):
     rel = CHANGES[version]
     gfile = [f for f in rel if f in (SARG, OVER)][0]
     pristine = (pkg / gfile).read_bytes()
-    sm.run_patch(params(pkg), run)
-    res = sm.run_patch(params(pkg, glm5_only=False), run)
+    sm.run_patch(params(pkg), sglang_wheels.run_command)
+    res = sm.run_patch(params(pkg, glm5_only=False), sglang_wheels.run_command)
     assert res['changed'] is True
     glm = [s for s in res['sites'] if s['name'] == GLM5][0]
     assert glm['status'] == P and 'all-models' in glm['reason']
     text = (pkg / gfile).read_text('utf-8')
     assert GLM not in Path(glm['file']).read_text('utf-8').splitlines()[glm['line'] - 1]
     assert ('if is_sm100_supported() or is_sm120_supported():' in text) or ('if get_platform().is_sm100 or get_platform().is_sm120:' in text)
-    assert sm.run_patch(params(pkg, glm5_only=False), run)['changed'] is False
-    sm.run_patch(params(pkg, state='absent'), run)
+    assert sm.run_patch(params(pkg, glm5_only=False), sglang_wheels.run_command)['changed'] is False
+    sm.run_patch(params(pkg, state='absent'), sglang_wheels.run_command)
     assert (pkg / gfile).read_bytes() == pristine
 
 
@@ -344,7 +330,7 @@ def test_mode_owner_kept_and_stale_bytecode_removed(release):
     other = py_compile.compile(str(comm.parent / 'linear.py') if (comm.parent / 'linear.py').exists() else str(comm),
                                cfile=str(cache / 'unrelated.cpython-312.pyc'), doraise=True)
     st = os.stat(str(comm))
-    sm.run_patch(params(pkg), run)
+    sm.run_patch(params(pkg), sglang_wheels.run_command)
     st2 = os.stat(str(comm))
     assert (st2.st_mode, st2.st_uid, st2.st_gid) == (st.st_mode, st.st_uid, st.st_gid)
     assert st2.st_ino != st.st_ino  # replaced by rename, not rewritten in place
@@ -380,7 +366,7 @@ def test_unknown_version_still_patches_by_content(release):
             f.unlink()
         dist.rmdir()
     (pkg / '_version.py').unlink()
-    res = sm.run_patch(params(pkg), run, check_mode=True)
+    res = sm.run_patch(params(pkg), sglang_wheels.run_command, check_mode=True)
     assert res['sglang_version'] is None
     assert tuple(s['status'] for s in res['sites']) == STATUS[version]
 
@@ -442,7 +428,7 @@ def test_every_shape_has_distinct_old_and_new_forms():
 @pytest.mark.parametrize('release', ['0.5.14'], indirect=True)
 def test_failed_write_restores_files_already_written(release):
     version, pkg = release
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     calls = []
 
     def move_then_fail(src, dest):
@@ -453,9 +439,9 @@ def test_failed_write_restores_files_already_written(release):
         sm._default_move(src, dest)  # pylint: disable=protected-access
 
     with pytest.raises(sm.PatchError) as info:
-        sm.run_patch(params(pkg), run, move=move_then_fail)
+        sm.run_patch(params(pkg), sglang_wheels.run_command, move=move_then_fail)
     assert 'No space left on device' in info.value.msg
     assert 'already written were restored' in info.value.msg
     assert info.value.context['files_restored'] == [calls[0]]
-    assert snapshot(pkg) == before
-    assert not [p for p in snapshot(pkg) if p.endswith('.sm120tmp')]
+    assert sglang_wheels.snapshot(pkg) == before
+    assert not [p for p in sglang_wheels.snapshot(pkg) if p.endswith('.sm120tmp')]

@@ -6,7 +6,6 @@ on copies of real released SGLang files from PyPI (tests/sglang_wheels.py; fails
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -26,15 +25,6 @@ import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
 
 PY = sys.executable
 
-
-def snapshot(root):
-    out = {}
-    for base, _dirs, files in os.walk(str(root)):
-        for name in files:
-            path = os.path.join(base, name)
-            with open(path, 'rb') as handle:
-                out[os.path.relpath(path, str(root))] = hashlib.sha256(handle.read()).hexdigest()
-    return out
 
 
 def run_module(capsys, args):
@@ -59,10 +49,10 @@ def pkg(tmp_path, request):
 
 
 def test_check_mode_with_diff_writes_nothing(capsys, pkg):
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY, '_ansible_check_mode': True, '_ansible_diff': True})
     assert res['changed'] is True
-    assert snapshot(pkg) == before
+    assert sglang_wheels.snapshot(pkg) == before
     headers = sorted(d['before_header'] for d in res['diff'])
     assert headers == sorted([str(pkg / 'srt/layers/communicator.py'), str(pkg / 'srt/server_args.py')])
     for diff in res['diff']:
@@ -83,7 +73,7 @@ def test_no_diff_key_without_diff_mode(capsys, pkg):
 
 def test_apply_with_backup_then_revert(capsys, pkg):
     pristine = {p: (pkg / p).read_bytes() for p in ('srt/layers/communicator.py', 'srt/server_args.py')}
-    everything = snapshot(pkg)
+    everything = sglang_wheels.snapshot(pkg)
     res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY, 'backup': True})
     assert res['changed'] is True
     assert len(res['backup_files']) == 2
@@ -97,7 +87,7 @@ def test_apply_with_backup_then_revert(capsys, pkg):
     back = run_module(capsys, {'sglang_path': str(pkg), 'python': PY, 'state': 'absent'})
     assert back['changed'] is True
     assert [s['status'] for s in back['sites']] == ['reverted', 'reverted', 'reverted', 'not_present']
-    assert snapshot(pkg) == everything
+    assert sglang_wheels.snapshot(pkg) == everything
 
 
 def test_python_option_locates_the_package(capsys, pkg, monkeypatch):
@@ -112,7 +102,7 @@ def test_unknown_shape_fails_with_context(capsys, pkg):
     text = server_args.read_text('utf-8')
     server_args.write_text(text.replace('            # Set moe backend for DeepSeek\n            if is_sm100_supported():\n',
                                         '            # Set moe backend for DeepSeek\n            if is_sm100_supported() or _local_hack():\n'), 'utf-8')
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY})
     assert res['failed'] is True and res['changed'] is False
     assert res['site'] == 'glm5_moe_runner_backend'
@@ -121,7 +111,7 @@ def test_unknown_shape_fails_with_context(capsys, pkg):
     assert '_local_hack' in res['found']
     assert res['sglang_version'] == '0.5.9'
     assert str(server_args) in res['msg'] and '0.5.9' in res['msg']
-    assert snapshot(pkg) == before
+    assert sglang_wheels.snapshot(pkg) == before
 
 
 def test_explicit_unsupported_site_fails(capsys, pkg):
@@ -183,8 +173,8 @@ def test_atomic_move_keeps_owner_group_mode(capsys, pkg):
 def test_read_only_file_fails_cleanly(capsys, pkg):
     server_args = pkg / 'srt/server_args.py'
     os.chmod(str(server_args), 0o444)
-    before = snapshot(pkg)
+    before = sglang_wheels.snapshot(pkg)
     res = run_module(capsys, {'sglang_path': str(pkg), 'python': PY})
     assert res['failed'] is True and res['changed'] is False
     assert res['file'] == str(server_args) and 'read-only' in res['msg']
-    assert snapshot(pkg) == before
+    assert sglang_wheels.snapshot(pkg) == before
