@@ -121,6 +121,12 @@ bash "$REPO/tests/infra/fleet.sh" deps || setup_fail "apt-get install of the tes
 # ansible-test's shellcheck sanity test skips silently without the tool
 command -v shellcheck >/dev/null 2>&1 || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; } \
     || setup_fail "cannot install shellcheck"
+# tests/integration/test_nvidia_*_apt.py: local apt repositories (dpkg-scanpackages, dpkg-deb from dpkg-dev) and a
+# stand-in nvidia.ko ELF file (as, objcopy from binutils)
+for tool_pkg in dpkg-scanpackages:dpkg-dev objcopy:binutils; do
+    command -v "${tool_pkg%%:*}" >/dev/null 2>&1 || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${tool_pkg#*:}" >/dev/null; } \
+        || setup_fail "cannot install ${tool_pkg#*:}"
+done
 STEP_NAMES+=(setup-apt); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
 
 say "setup: venvs (ansible-core 2.21 and 2.20 on Python >= 3.12)"

@@ -964,6 +964,8 @@ CONTAINER_MARKERS = ('/run/systemd/container', '/proc/1/environ', '/.dockerenv',
 APT_ENV = dict(C_ENV, DEBIAN_FRONTEND='noninteractive', NEEDRESTART_MODE='l')
 APT_INSTALL_OPTIONS = ['-y', '--no-install-recommends', '--allow-downgrades', '--allow-change-held-packages',
                        '-o', 'Dpkg::Options::=--force-confdef', '-o', 'Dpkg::Options::=--force-confold']
+# dnf/yum install options the fix uses: no weak dependencies (the driver's Recommends pull in X.org and more).
+DNF_INSTALL_OPTIONS = ['--setopt=install_weak_deps=False']
 MODULE_RELOAD_HINT = 'modprobe -r nvidia_uvm nvidia_drm nvidia_modeset nvidia && modprobe nvidia'
 
 
@@ -1030,7 +1032,75 @@ def parse_dnf_list(text):
     return versions
 
 
-def _pin_name(pin, manager):
+_DNF_SECTIONS = {
+    'Installing': 'install', 'Upgrading': 'install', 'Reinstalling': 'install', 'Downgrading': 'install',
+    'Installing dependencies': 'install', 'Installing weak dependencies': 'install',
+    'Installing group/module packages': 'install', 'Installing group packages': 'install',
+    'Removing': 'remove', 'Removing dependent packages': 'remove', 'Removing unused dependencies': 'remove',
+}
+_DNF_ROW_RE = re.compile(r'^\s+(?P<name>\S+)\s+(?P<arch>\S+)\s+(?P<evr>(?:\d+:)?[^-\s]+-\S+)\s+(?P<repo>\S+)\s+[\d.]+\s*[kMGT]?\s*$')
+_DNF_REPLACING_RE = re.compile(r'^\s+replacing\s+(?P<name>\S+?)\.(?P<arch>[^.\s]+)\s+(?P<evr>\S+)\s*$')
+
+
+def parse_dnf_transaction(text):
+    """The transaction table dnf 4 prints before it asks (``dnf --assumeno install ...``).
+
+    Returns ``{'install': [(name, evr, section)], 'remove': [(name, evr)], 'resolved': bool}``: every
+    package dnf would install, upgrade, downgrade or reinstall (with the table's section title), every
+    package it would remove, including packages an obsoleting package replaces (``replacing`` lines).
+    ``resolved`` is false when no transaction table was printed (dnf failed to resolve, or nothing to do).
+    Long package names wrap: dnf prints the name alone and the rest of the row on the next line.
+    """
+    plan = {'install': [], 'remove': [], 'resolved': False}
+    title, kind, pending = None, None, None
+    for line in (text or '').splitlines():
+        if not line.strip():
+            continue
+        if not line[:1].isspace():
+            title = line.strip().rstrip(':')
+            kind = _DNF_SECTIONS.get(title) if line.rstrip().endswith(':') else None
+            if title.startswith('Dependencies resolved'):
+                plan['resolved'] = True
+            pending = None
+            continue
+        if kind is None:
+            continue
+        replacing = _DNF_REPLACING_RE.match(line)
+        if replacing:
+            plan['remove'].append((replacing.group('name'), replacing.group('evr')))
+            continue
+        if pending is not None:
+            line = ' ' + pending + ' ' + line.strip()
+            pending = None
+        row = _DNF_ROW_RE.match(line)
+        if row and kind == 'remove':
+            plan['remove'].append((row.group('name'), row.group('evr')))
+        elif row:
+            plan['install'].append((row.group('name'), row.group('evr'), title))
+        elif len(line.split()) == 1:
+            pending = line.strip()
+    return plan
+
+
+def parse_versionlock_list(text):
+    """``dnf versionlock list`` -> the lock entries (``name-[epoch:]version-release.arch`` patterns), excludes (``!``) left out."""
+    locks = []
+    for line in (text or '').splitlines():
+        line = line.strip()
+        if not line or line.startswith(('#', '!')) or ' ' in line or line.endswith(':'):
+            continue
+        if re.match(r'^\S+-(?:\d+:)?[^-\s]+-[^-\s]+$', line):
+            locks.append(line)
+    return locks
+
+
+def versionlock_name(entry):
+    """The package name of a versionlock entry (``nvidia-driver-NVML-3:535.261.03-1.el8.*`` -> ``nvidia-driver-NVML``)."""
+    return entry.rsplit('-', 2)[0]
+
+
+def pin_name(pin, manager):
+    """The package name of a pin (``name=version`` for apt, ``name-version-release[.arch]`` for dnf)."""
     if manager == 'apt':
         return pin.split('=', 1)[0].split(':', 1)[0]
     # name-version-release[.arch]: drop .arch, then version and release
@@ -1041,7 +1111,8 @@ def _pin_name(pin, manager):
     return body.rsplit('-', 2)[0]
 
 
-def _pin_version(pin, manager):
+def pin_version(pin, manager):
+    """The ``version`` (apt) or ``version-release`` (dnf) of a pin."""
     if manager == 'apt':
         return pin.split('=', 1)[1]
     body = pin
@@ -1050,6 +1121,10 @@ def _pin_version(pin, manager):
         body = head
     parts = body.rsplit('-', 2)
     return '%s-%s' % (parts[1], parts[2])
+
+
+_pin_name = pin_name
+_pin_version = pin_version
 
 
 class NvidiaDriverHost:
@@ -1225,26 +1300,113 @@ class NvidiaDriverHost:
         return {'ok': ok, 'restored': pins, 'rc': rc, 'stderr': (err or '')[-2000:]}
 
     # -- dnf -------------------------------------------------------------------
-    def dnf_fix(self, pins, check_mode=False):
+    def _dnf(self, pins):
         dnf = self.bin('dnf') or self.bin('yum')
         if not dnf:
             raise FixError('dnf was not found on the host; install matching user-space packages by hand: %s' % ' '.join(pins))
-        names = sorted(set(_pin_name(pin, 'dnf') for pin in pins))
-        if check_mode:
-            return {'installed': [], 'held': []}
-        # Existing version locks on these names would block the change.
-        self.run([dnf, '-q', 'versionlock', 'delete'] + names)
-        argv = [dnf, '-y', '--setopt=install_weak_deps=False', 'install'] + list(pins)
+        return dnf
+
+    def dnf_simulate(self, pins, replaced):
+        """Resolve the dnf transaction without running it and refuse anything beyond the planned pins.
+
+        Version locks are left out of the dry run (``--disableplugin=versionlock``): the fix lifts the locks of
+        the packages it replaces before it installs.
+        """
+        dnf = self._dnf(pins)
+        argv = [dnf, '--assumeno', '--disableplugin=versionlock'] + DNF_INSTALL_OPTIONS + ['install'] + list(pins)
         rc, out, err = self.run(argv)
+        plan = parse_dnf_transaction(out)
+        text = (out or '') + (err or '')
+        if not plan['resolved'] and 'Nothing to do' not in text:
+            raise FixError('dnf could not plan the install of %s (rc=%d): %s; check that the repository that provides these exact '
+                           'versions is configured and enabled' % (' '.join(pins), rc, _tail(err or out)),
+                           argv=argv, rc=rc, stdout=out, stderr=err)
+        wanted = dict((_pin_name(pin, 'dnf'), _pin_version(pin, 'dnf')) for pin in pins)
+        removals = [name for name, dummy in plan['remove'] if name not in replaced]
+        if removals:
+            raise FixError('dnf would remove %s to install %s; the fix never removes packages it does not replace. Resolve the conflict by hand'
+                           % (', '.join(removals), ' '.join(pins)), argv=argv, stdout=out)
+        kernel = [name for name, dummy, dummy2 in plan['install'] if _KERNEL_SIDE_RE.search(name)]
+        if kernel:
+            raise FixError('dnf would also install or upgrade kernel-side packages (%s) to install %s; the fix never touches the kernel module. '
+                           'Install matching user space by hand' % (', '.join(kernel), ' '.join(pins)), argv=argv, stdout=out)
+        extra = [(name, evr) for name, evr, dummy in plan['install'] if name not in wanted]
+        return {'argv': argv, 'install': plan['install'], 'remove': plan['remove'], 'extra': extra}
+
+    def rpm_versions(self, names):
+        """Installed ``version-release`` per package name (rpm database)."""
+        rpm = self.bin('rpm')
+        rc, out, dummy = self.run([rpm, '-q', '--qf', RPM_QUERY_FORMAT] + sorted(set(names)))
+        found = {}
+        for pkg in parse_rpm('\n'.join(line for line in (out or '').splitlines() if '\t' in line)):
+            found[pkg['name']] = pkg['version']
+        return found
+
+    def dnf_locks(self, dnf, names):
+        """The versionlock entries on NAMES, or None when the versionlock plugin is not there."""
+        rc, out, dummy = self.run([dnf, '-q', 'versionlock', 'list'])
         if rc != 0:
-            raise FixError('dnf install %s failed (rc=%d): %s; dnf runs one transaction, so the previous packages are in place'
-                           % (' '.join(pins), rc, (err or out).strip()[-2000:]), argv=argv, rc=rc, stdout=out, stderr=err)
+            return None
+        wanted = set(names)
+        return [entry for entry in parse_versionlock_list(out) if versionlock_name(entry) in wanted]
+
+    def dnf_fix(self, pins, previous):
+        """Lift the locks on the replaced packages, install the pins in one transaction, verify, lock.
+
+        On failure the versions installed before and the lock entries that were lifted are put back.
+        """
+        dnf = self._dnf(pins)
+        wanted = dict((_pin_name(pin, 'dnf'), _pin_version(pin, 'dnf')) for pin in pins)
+        names = sorted(wanted)
+        locks = self.dnf_locks(dnf, names)
+        if locks is None:
+            raise FixError('the dnf versionlock plugin is not available (dnf versionlock list failed), so the fix could not hold %s; install '
+                           'python3-dnf-plugin-versionlock (yum-plugin-versionlock on EL7) and run again' % ' '.join(pins))
+        if locks:
+            delete_argv = [dnf, '-q', 'versionlock', 'delete'] + sorted(set(locks))
+            rc, out, err = self.run(delete_argv)
+            if rc != 0:
+                raise FixError('dnf versionlock delete failed (rc=%d): %s; nothing was installed' % (rc, _tail(err or out)),
+                               argv=delete_argv, rc=rc, stdout=out, stderr=err)
+        argv = [dnf, '-y'] + DNF_INSTALL_OPTIONS + ['install'] + list(pins)
+        rc, out, err = self.run(argv)
+        now = self.rpm_versions(names)
+        wrong = dict((name, now.get(name)) for name, version in wanted.items() if now.get(name) != version)
+        if rc != 0 or wrong:
+            restored = self._dnf_restore(dnf, previous, now, locks)
+            raise FixError('dnf install %s failed (rc=%d)%s: %s. %s'
+                           % (' '.join(pins), rc, '; not at the pinned version: %s' % wrong if wrong else '', _tail(err or out),
+                              'The previous packages and version locks are in place.' if restored['ok']
+                              else 'Restoring the previous packages and locks failed: %s' % restored),
+                           argv=argv, rc=rc, stdout=out, stderr=err, restored=restored)
         lock_argv = [dnf, '-q', 'versionlock', 'add'] + list(pins)
         rc, out, err = self.run(lock_argv)
         if rc != 0:
-            raise FixError('installed %s but dnf versionlock add failed (rc=%d): %s; install python3-dnf-plugin-versionlock and lock the packages'
-                           % (' '.join(pins), rc, (err or out).strip()), argv=lock_argv, rc=rc, stdout=out, stderr=err)
-        return {'installed': pins, 'held': names}
+            raise FixError('installed %s but dnf versionlock add failed (rc=%d): %s; lock the packages by hand'
+                           % (' '.join(pins), rc, _tail(err or out)), argv=lock_argv, rc=rc, stdout=out, stderr=err)
+        return {'installed': pins, 'held': names, 'unlocked': locks, 'stdout_lines': (out or '').splitlines()[-20:]}
+
+    def _dnf_restore(self, dnf, previous, now, locks):
+        """Put back the versions and lock entries that were there before a failed transaction."""
+        changed = dict((name, version) for name, version in previous.items() if now.get(name) != version)
+        result = {'ok': True, 'restored': [], 'locks': list(locks)}
+        if changed:
+            pins = ['%s-%s' % (name, version) for name, version in sorted(changed.items())]
+            rc, out, err = self.run([dnf, '-y'] + DNF_INSTALL_OPTIONS + ['install'] + pins)
+            after = self.rpm_versions(changed)
+            result.update(restored=pins, rc=rc, stderr=_tail(err))
+            result['ok'] = rc == 0 and all(after.get(name) == version for name, version in changed.items())
+        if locks:
+            rc, out, err = self.run([dnf, '-q', 'versionlock', 'add'] + list(locks))
+            back = self.dnf_locks(dnf, [versionlock_name(entry) for entry in locks]) or []
+            missing = [entry for entry in locks if entry not in back]
+            if rc != 0 or missing:
+                result.update(ok=False, locks_missing=missing, lock_rc=rc, lock_stderr=_tail(err))
+        return result
+
+
+def _tail(text, limit=2000):
+    return (text or '').strip()[-limit:]
 
 
 def recommend(facts, module_loaded):

@@ -262,6 +262,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_driver impor
     NvidiaDriverHost,
     describe,
     evaluate,
+    pin_name,
+    pin_version,
     recommend,
     render_state,
 )
@@ -332,6 +334,8 @@ def main():
         try:
             if manager == 'apt':
                 host.apt_simulate(facts['fix_packages'], replaced)
+            elif manager == 'dnf':
+                host.dnf_simulate(facts['fix_packages'], replaced)
         except FixError as exc:
             result.update(exc.context)
             result['commands'] = host.commands
@@ -339,8 +343,7 @@ def main():
         after_packages = []
         pinned = {}
         for pin in facts['fix_packages']:
-            name, dummy, version = pin.partition('=') if manager == 'apt' else (pin, None, None)
-            pinned[name.split(':', 1)[0]] = version
+            pinned[pin_name(pin, manager)] = pin_version(pin, manager)
         for pkg in facts['packages']:
             base = pkg['name'].split(':', 1)[0]
             after_packages.append(dict(pkg, version=pinned.get(base) or pkg['version']))
@@ -359,7 +362,7 @@ def main():
             if manager == 'apt':
                 result['fix_result'] = host.apt_fix(facts['fix_packages'], previous)
             else:
-                result['fix_result'] = host.dnf_fix(facts['fix_packages'])
+                result['fix_result'] = host.dnf_fix(facts['fix_packages'], previous)
         except FixError as exc:
             result.update(exc.context)
             result['commands'] = host.commands

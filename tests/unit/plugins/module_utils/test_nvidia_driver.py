@@ -714,3 +714,62 @@ def test_proc_unknown_wording_falls_back_to_the_first_version():
 def test_rpmfusion_kmodsrc_is_kernel_side():
     pkg = {'status': 'ii', 'name': 'xorg-x11-drv-nvidia-kmodsrc', 'upstream': '440.100', 'revision': '1.fc32', 'summary': '', 'manager': 'rpm'}
     assert nd.classify_package(pkg) == 'kernel-side'
+
+
+# ---------------------------------------------------------------------------
+# dnf: transaction tables, version locks, pins (real outputs in tests/fixtures/nvidia_live/dnf-*.txt)
+# ---------------------------------------------------------------------------
+
+def test_dnf_transaction_recorded():
+    plan = nd.parse_dnf_transaction(_read(os.path.join(LIVE, 'dnf-assumeno-install.txt')))
+    assert plan['resolved'] is True and plan['remove'] == []
+    assert [(name, evr) for name, evr, dummy in plan['install']] == [
+        ('nvidia-driver-NVML', '3:535.309.01-1.el9'), ('nvidia-driver-cuda', '3:535.309.01-1.el9'),
+        ('nvidia-driver-cuda-libs', '3:535.309.01-1.el9'), ('nvidia-driver-libs', '3:535.309.01-1.el9'),
+        ('nvidia-persistenced', '3:535.309.01-1.el9')]
+    assert set(title for dummy, dummy2, title in plan['install']) == {'Upgrading'}
+
+
+def test_dnf_transaction_wrapped_rows_removals_and_obsoletes():
+    # dnf 4 layout (dnf/cli/output.py list_transaction): a name too long for its column is printed alone and the
+    # rest of the row follows on the next line; "replacing" lines name the packages an obsoleting one removes.
+    text = ('Dependencies resolved.\n' + '=' * 40 + '\n'
+            'Installing:\n'
+            ' nvidia-driver-cuda-libs-with-a-very-long-name\n'
+            '                 x86_64   3:570.86.15-1.el8   cuda-rhel8-x86_64   50 M\n'
+            ' libnvidia-ml    x86_64   3:570.86.15-1.el8   cuda-rhel8-x86_64  680 k\n'
+            '     replacing  nvidia-driver-NVML.x86_64 3:550.90.07-1.el8\n'
+            'Removing dependent packages:\n'
+            ' cuda-nvml-devel-12-4  x86_64  12.4.127-1  @cuda-rhel8-x86_64  1.2 M\n'
+            'Downgrading:\n'
+            ' nvidia-persistenced   x86_64  3:570.86.15-1.el8  cuda-rhel8-x86_64  40 k\n'
+            '\nTransaction Summary\n' + '=' * 40 + '\nInstall  2 Packages\n')
+    plan = nd.parse_dnf_transaction(text)
+    assert [name for name, dummy, dummy2 in plan['install']] == ['nvidia-driver-cuda-libs-with-a-very-long-name', 'libnvidia-ml',
+                                                                 'nvidia-persistenced']
+    assert plan['remove'] == [('nvidia-driver-NVML', '3:550.90.07-1.el8'), ('cuda-nvml-devel-12-4', '12.4.127-1')]
+
+
+def test_dnf_transaction_unresolved():
+    text = 'Error: Unable to find a match: nvidia-driver-cuda-libs-535.309.01-1.el9\n'
+    assert nd.parse_dnf_transaction(text) == {'install': [], 'remove': [], 'resolved': False}
+
+
+def test_versionlock_list_recorded():
+    locks = nd.parse_versionlock_list(_read(os.path.join(LIVE, 'dnf-versionlock-list.txt')))
+    assert sorted(locks) == ['nvidia-driver-NVML-3:535.261.03-1.el9.*', 'nvidia-driver-cuda-3:535.261.03-1.el9.*',
+                             'nvidia-driver-cuda-libs-3:535.261.03-1.el9.*', 'nvidia-driver-libs-3:535.261.03-1.el9.*']
+    assert sorted(nd.versionlock_name(entry) for entry in locks) == ['nvidia-driver-NVML', 'nvidia-driver-cuda', 'nvidia-driver-cuda-libs',
+                                                                    'nvidia-driver-libs']
+    # excludes ("!" entries) are not locks
+    assert nd.parse_versionlock_list('!nvidia-driver-3:570.86.15-1.el8.*\n') == []
+
+
+@pytest.mark.parametrize('pin, manager, name, version', [
+    ('nvidia-driver-NVML-535.261.03-1.el8', 'dnf', 'nvidia-driver-NVML', '535.261.03-1.el8'),
+    ('nvidia-driver-cuda-libs-535.261.03-1.el8.i686', 'dnf', 'nvidia-driver-cuda-libs', '535.261.03-1.el8'),
+    ('libnvidia-ml1:amd64=535.261.03-1', 'apt', 'libnvidia-ml1', '535.261.03-1'),
+])
+def test_pin_name_and_version(pin, manager, name, version):
+    assert nd.pin_name(pin, manager) == name
+    assert nd.pin_version(pin, manager) == version

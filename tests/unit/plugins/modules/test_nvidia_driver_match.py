@@ -271,10 +271,16 @@ def test_fix_with_dnf_installs_and_locks(run_module):
     proc = 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  (dvs-builder@U16-I3-C10-1-1)\n'
     before = {'proc_version': proc, 'rpm': rpm, 'container_files': LXC, 'module_loaded': True,
               'os_release': 'ID="rocky"\nID_LIKE="rhel centos fedora"\n'}
+    table = ('Dependencies resolved.\n' + '=' * 80 + '\n Package   Arch   Version   Repository   Size\n' + '=' * 80 + '\nDowngrading:\n'
+             + ''.join(' %s   x86_64   3:570.86.15-1.el8   cuda-rhel8-x86_64   1.0 M\n' % name
+                       for name in ('libnvidia-ml', 'nvidia-driver', 'nvidia-driver-cuda-libs'))
+             + '\nTransaction Summary\n' + '=' * 80 + '\nDowngrade  3 Packages\n')
     host = Host([before, dict(before, rpm=rpm_after)], {
         'dnf -q list --showduplicates': (0, listing, ''),
-        'dnf -q versionlock delete': (0, '', ''),
+        'dnf --assumeno --disableplugin=versionlock --setopt=install_weak_deps=False install': (1, table, 'Operation aborted.\n'),
+        'dnf -q versionlock list': (0, '', ''),
         'dnf -y --setopt=install_weak_deps=False install': (0, 'Complete!\n', ''),
+        'rpm -q --qf': (0, rpm_after, ''),
         'dnf -q versionlock add': (0, 'Adding versionlock on: nvidia-driver-3:570.86.15-1.el8.*\n', ''),
     })
     result = run_module({'fix': True}, host)
@@ -287,3 +293,81 @@ def test_fix_with_dnf_installs_and_locks(run_module):
     lock = next(argv for argv in host.ran if 'versionlock' in argv and 'add' in argv)
     assert sorted(lock[lock.index('add') + 1:]) == pins
     assert result['match'] is True and result['changed'] is True
+
+
+# ---------------------------------------------------------------------------
+# dnf with the real outputs recorded on a test host (tests/fixtures/nvidia_live/dnf-*.txt)
+# ---------------------------------------------------------------------------
+
+DNF_NAMES = ('nvidia-driver-NVML', 'nvidia-driver-cuda', 'nvidia-driver-cuda-libs', 'nvidia-driver-libs')
+
+
+def _rpm_rows(version):
+    return ''.join('%s\t3\t%s\t1.el9\tx86_64\tStand-in\n' % (name, version) for name in DNF_NAMES + ('nvidia-persistenced',))
+
+
+def _dnf_host(extra_commands=None):
+    """Installed and locked at 535.261.03, module 535.309.01 (the state the recordings were taken in)."""
+    proc = PROC_535_261.replace('535.261.03', '535.309.01')
+    before = {'proc_version': proc, 'rpm': _rpm_rows('535.261.03'), 'container_files': {'/run/systemd/container': 'systemd-nspawn\n'},
+              'module_loaded': True, 'os_release': 'ID=debian\n'}
+    commands = {
+        'dnf -q list --showduplicates': (0, _read(LIVE, 'dnf-list-showduplicates.txt'), ''),
+        'dnf --assumeno': (1, _read(LIVE, 'dnf-assumeno-install.txt'), 'Operation aborted.\n'),
+        'dnf -q versionlock list': (0, _read(LIVE, 'dnf-versionlock-list.txt'), ''),
+    }
+    commands.update(extra_commands or {})
+    return Host([before, dict(before, rpm=_rpm_rows('535.309.01'))], commands)
+
+
+def test_dnf_check_mode_diff_shows_the_pinned_versions(run_module):
+    host = _dnf_host()
+    result = run_module({'fix': True, 'package_manager': 'dnf'}, host, check_mode=True, diff=True)
+    assert result['changed'] is True and not result.get('failed')
+    assert sorted(result['fix_packages']) == sorted('%s-535.309.01-1.el9' % name for name in DNF_NAMES)
+    # The "after" side names the version-release the fix installs, not the installed one.
+    assert 'package nvidia-driver-NVML 535.309.01-1.el9' in result['diff']['after']
+    assert 'package nvidia-driver-NVML 535.261.03-1.el9' in result['diff']['before']
+    assert any(argv[1] == '--assumeno' for argv in host.ran)
+    assert not any('-y' in argv for argv in host.ran)
+
+
+def test_dnf_fix_lifts_the_locks_and_relocks(run_module):
+    lifted = []
+    host = _dnf_host({
+        'dnf -q versionlock delete': lambda argv: (lifted.extend(argv[4:]), (0, '', ''))[1],
+        'dnf -y --setopt=install_weak_deps=False install': (0, 'Complete!\n', ''),
+        'rpm -q --qf': (0, _rpm_rows('535.309.01'), ''),
+        'dnf -q versionlock add': (0, '', ''),
+    })
+    result = run_module({'fix': True, 'package_manager': 'dnf'}, host)
+    assert not result.get('failed'), result.get('msg')
+    assert sorted(lifted) == sorted('%s-3:535.261.03-1.el9.*' % name for name in DNF_NAMES)
+    assert sorted(result['fix_result']['held']) == sorted(DNF_NAMES)
+
+
+def test_dnf_failed_install_restores_packages_and_locks(run_module):
+    added = []
+    host = _dnf_host({
+        'dnf -q versionlock delete': (0, '', ''),
+        'dnf -y --setopt=install_weak_deps=False install': (1, '', 'Error: Error downloading packages:\n  Status code: 404\n'),
+        'rpm -q --qf': (0, _rpm_rows('535.261.03'), ''),
+        'dnf -q versionlock add': lambda argv: (added.extend(argv[4:]), (0, '', ''))[1],
+    })
+    result = run_module({'fix': True, 'package_manager': 'dnf'}, host)
+    assert result['failed'] is True
+    assert 'Status code: 404' in result['msg'] and 'The previous packages and version locks are in place' in result['msg']
+    assert sorted(added) == sorted('%s-3:535.261.03-1.el9.*' % name for name in DNF_NAMES)
+    assert result['restored']['ok'] is True and result['restored']['restored'] == []
+
+
+def test_dnf_fix_refuses_a_transaction_that_removes_or_touches_the_kernel_side(run_module):
+    # dnf 4's table layout (dnf/cli/output.py list_transaction): a removal and a kmod package ride along
+    table = _read(LIVE, 'dnf-assumeno-install.txt').replace(
+        '\nTransaction Summary', 'Installing dependencies:\n kmod-nvidia-latest-dkms  x86_64  3:535.309.01-1.el9  cuda  40 M\n'
+        'Removing:\n xorg-x11-drv-nouveau  x86_64  1:1.0.17-2.el9  @appstream  380 k\n\nTransaction Summary')
+    host = _dnf_host({'dnf --assumeno': (1, table, '')})
+    result = run_module({'fix': True, 'package_manager': 'dnf'}, host, check_mode=True)
+    assert result['failed'] is True
+    assert 'would remove xorg-x11-drv-nouveau' in result['msg']
+    assert not any('-y' in argv for argv in host.ran)

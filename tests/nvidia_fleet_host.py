@@ -1,0 +1,196 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Test hosts for the NVIDIA driver fix tests (tests/integration/test_nvidia_fix_{apt,dnf}.py).
+
+Shared set-up, nothing NVIDIA-specific is faked here except the loaded kernel module:
+
+- :func:`apt_env` / :func:`apt_download`: Debian packages fetched on the controller with a private apt
+  configuration (the controller's own apt state is not touched); optionally resolved against the test
+  hosts' root file system, so only what the hosts lack is fetched.
+- :class:`HubServer`: a directory served over HTTP on the fleet's hub address (the test hosts have no
+  route out), on a port the kernel picks, so tests on several pytest-xdist workers never collide.
+- :func:`boot`, :func:`ssh`, :func:`down`: systemd-nspawn hosts from tests/infra/fleet.sh.
+- :func:`set_module`: the stand-in for the loaded kernel module, /proc/driver/nvidia/version as a tmpfs
+  file in the host's mount namespace holding the corpus' proprietary banner with the version under test.
+- :func:`run_playbook`: ansible-playbook over real SSH against one host.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+FLEET = os.path.join(REPO, 'tests', 'infra', 'fleet.sh')
+CORPUS = os.path.join(REPO, 'tests', 'fixtures', 'nvidia')
+COLLECTIONS = os.environ.get('LLMOPS_COLLECTIONS_PATH', '/tmp/coll')
+ANSIBLE_PLAYBOOK = os.environ.get('ANSIBLE_PLAYBOOK', os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'))
+HUB, HUB_ADDR = 'llmops-hub', '10.213.0.1'
+DEBIAN_SOURCES = '''\
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main contrib non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main contrib non-free
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+'''
+
+
+def fleet_dir():
+    return os.environ.get('LLMOPS_FLEET_DIR', '/var/tmp/llmops-fleet')
+
+
+def run(argv, **kwargs):
+    kwargs.setdefault('timeout', 600)
+    return subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
+
+
+def apt_env(work, status=None):
+    """Environment for apt-get with its own configuration, lists and cache under WORK/apt.
+
+    STATUS: a dpkg status file to resolve against (the test hosts' root file system) instead of the
+    controller's.
+    """
+    apt = os.path.join(str(work), 'apt')
+    for sub in ('etc/sources.list.d', 'etc/apt.conf.d', 'etc/preferences.d', 'state/lists/partial', 'cache/archives/partial'):
+        os.makedirs(os.path.join(apt, sub), exist_ok=True)
+    with open(os.path.join(apt, 'etc', 'sources.list'), 'w', encoding='utf-8') as handle:
+        handle.write('')
+    with open(os.path.join(apt, 'etc', 'sources.list.d', 'debian.sources'), 'w', encoding='utf-8') as handle:
+        handle.write(DEBIAN_SOURCES)
+    conf = 'Dir::Etc "%s/etc/";\nDir::State "%s/state/";\nDir::Cache "%s/cache/";\n' % (apt, apt, apt)
+    if status:
+        conf += 'Dir::State::status "%s";\n' % status
+    with open(os.path.join(apt, 'apt.conf'), 'w', encoding='utf-8') as handle:
+        handle.write(conf)
+    return dict(os.environ, APT_CONFIG=os.path.join(apt, 'apt.conf'), LC_ALL='C')
+
+
+def apt_update(env):
+    """apt-get update with the private configuration; returns an error text or None."""
+    update = run(['apt-get', 'update', '-q'], env=env)
+    return None if update.returncode == 0 else update.stderr[-500:]
+
+
+def apt_download(env, specs, dest):
+    """apt-get download SPECS into DEST; returns an error text or None."""
+    download = run(['apt-get', 'download'] + list(specs), env=env, cwd=str(dest))
+    return None if download.returncode == 0 else (download.stderr + download.stdout)[-500:]
+
+
+def apt_missing(env, names):
+    """Names of the packages (NAMES plus dependencies) an install of NAMES would add, per the configured status file."""
+    sim = run(['apt-get', 'install', '-s', '--no-install-recommends'] + list(names), env=env)
+    if sim.returncode != 0:
+        return None
+    return [line.split()[1] for line in sim.stdout.splitlines() if line.startswith('Inst ')]
+
+
+def flat_repo(directory):
+    """dpkg-scanpackages DIRECTORY into DIRECTORY/Packages (a flat apt repository, 'deb [trusted=yes] URL ./')."""
+    packages = run(['dpkg-scanpackages', '-m', '.', '/dev/null'], cwd=str(directory))
+    assert packages.returncode == 0, packages.stderr
+    with open(os.path.join(str(directory), 'Packages'), 'w', encoding='utf-8') as handle:
+        handle.write(packages.stdout)
+
+
+class HubServer:
+    """python -m http.server for DIRECTORY inside the hub namespace, on a port the kernel picks."""
+
+    def __init__(self, directory):
+        self.directory = str(directory)
+        self.proc = None
+        self.port = None
+
+    def start(self):
+        if self.proc is not None:
+            return self
+        # -u: the "Serving HTTP on ... port N" line must not sit in a pipe buffer.
+        self.proc = subprocess.Popen(['ip', 'netns', 'exec', HUB, sys.executable, '-u', '-m', 'http.server', '0', '--bind', HUB_ADDR,
+                                      '--directory', self.directory], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.proc.stdout.readline()
+        match = re.search(r' port (\d+)', line)
+        assert match, 'http.server in %s did not start: %r' % (HUB, line)
+        self.port = int(match.group(1))
+        return self
+
+    @property
+    def url(self):
+        return 'http://%s:%d' % (HUB_ADDR, self.port)
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+def boot(name, work):
+    """fleet.sh up NAME; returns {'name', 'inventory', 'leader', 'work'} (leader: the container's PID 1 on the controller)."""
+    up = run([FLEET, 'up', name])
+    assert up.returncode == 0, up.stderr[-3000:]
+    inventory = os.path.join(str(work), 'inventory-%s.ini' % name)
+    made = run([FLEET, 'inventory', inventory, name])
+    assert made.returncode == 0, made.stderr
+    with open(os.path.join(fleet_dir(), 'nodes', name + '.pid'), encoding='utf-8') as handle:
+        launcher = handle.read().strip()
+    leader = None
+    for dummy in range(50):
+        children = run(['pgrep', '-P', launcher]).stdout.split()
+        if children:
+            leader = children[0]
+            break
+        time.sleep(0.1)
+    assert leader, 'no container leader process under nspawn pid %s' % launcher
+    return {'name': name, 'inventory': inventory, 'leader': leader, 'work': str(work)}
+
+
+def down(name):
+    run([FLEET, 'down', name])
+
+
+def ssh(node, command, timeout=600):
+    return run([FLEET, 'ssh', node['name'], command], timeout=timeout)
+
+
+def nsenter(node, script, stdin=None):
+    """Run SCRIPT with sh in the host's mount namespace (as the controller's root)."""
+    return subprocess.run(['nsenter', '-t', node['leader'], '-m', '--', 'sh', '-c', script], input=stdin, text=True,
+                          capture_output=True, check=False, timeout=30)
+
+
+def set_module(node, version):
+    """Stand-in for the loaded module: the corpus' proprietary banner with VERSION, inside the host."""
+    with open(os.path.join(CORPUS, 'debian-bookworm-smi-525-module-520', 'proc_driver_nvidia_version.txt'), encoding='utf-8') as handle:
+        text = handle.read().replace('520.56.06', version)
+    done = nsenter(node, 'mountpoint -q /proc/driver || mount -t tmpfs -o mode=0755 tmpfs /proc/driver; mkdir -p /proc/driver/nvidia; '
+                         'cat > /proc/driver/nvidia/version', stdin=text)
+    assert done.returncode == 0, done.stderr
+
+
+def run_playbook(node, playbook, check_mode=False, extra=()):
+    """ansible-playbook PLAYBOOK against NODE over SSH; returns the CompletedProcess."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR='1', ANSIBLE_HOST_KEY_CHECKING='False')
+    argv = [ANSIBLE_PLAYBOOK, '-i', node['inventory'], str(playbook), '-e', 'ansible_python_interpreter=/usr/bin/python3'] + list(extra)
+    if check_mode:
+        argv += ['--check', '--diff']
+    return run(argv, env=env)
+
+
+def recap_changed(stdout, name):
+    """The changed= count of NAME's PLAY RECAP line, or None."""
+    lines = [line for line in stdout.splitlines() if line.startswith(name) and 'changed=' in line]
+    if not lines:
+        return None
+    return int(re.search(r'changed=(\d+)', lines[-1]).group(1))
