@@ -127,6 +127,12 @@ for tool_pkg in dpkg-scanpackages:dpkg-dev objcopy:binutils; do
     command -v "${tool_pkg%%:*}" >/dev/null 2>&1 || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${tool_pkg#*:}" >/dev/null; } \
         || setup_fail "cannot install ${tool_pkg#*:}"
 done
+# tests/integration/test_nvidia_fix_dnf.py: the stand-in rpm repository (rpmbuild from rpm, createrepo_c from createrepo-c)
+# and the flat apt repository of Debian's dnf for its test hosts (dpkg-scanpackages from dpkg-dev)
+for tool_pkg in rpmbuild:rpm createrepo_c:createrepo-c dpkg-scanpackages:dpkg-dev; do
+    command -v "${tool_pkg%%:*}" >/dev/null 2>&1 || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${tool_pkg#*:}" >/dev/null; } \
+        || setup_fail "cannot install ${tool_pkg#*:}"
+done
 STEP_NAMES+=(setup-apt); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
 
 say "setup: venvs (ansible-core 2.21 and 2.20 on Python >= 3.12)"
