@@ -1336,7 +1336,7 @@ class NvidiaDriverHost:
     def rpm_versions(self, names):
         """Installed ``version-release`` per package name (rpm database)."""
         rpm = self.bin('rpm')
-        rc, out, dummy = self.run([rpm, '-q', '--qf', RPM_QUERY_FORMAT] + sorted(set(names)))
+        dummy, out, dummy2 = self.run([rpm, '-q', '--qf', RPM_QUERY_FORMAT] + sorted(set(names)))
         found = {}
         for pkg in parse_rpm('\n'.join(line for line in (out or '').splitlines() if '\t' in line)):
             found[pkg['name']] = pkg['version']
@@ -1392,12 +1392,12 @@ class NvidiaDriverHost:
         result = {'ok': True, 'restored': [], 'locks': list(locks)}
         if changed:
             pins = ['%s-%s' % (name, version) for name, version in sorted(changed.items())]
-            rc, out, err = self.run([dnf, '-y'] + DNF_INSTALL_OPTIONS + ['install'] + pins)
+            rc, dummy, err = self.run([dnf, '-y'] + DNF_INSTALL_OPTIONS + ['install'] + pins)
             after = self.rpm_versions(changed)
             result.update(restored=pins, rc=rc, stderr=_tail(err))
             result['ok'] = rc == 0 and all(after.get(name) == version for name, version in changed.items())
         if locks:
-            rc, out, err = self.run([dnf, '-q', 'versionlock', 'add'] + list(locks))
+            rc, dummy, err = self.run([dnf, '-q', 'versionlock', 'add'] + list(locks))
             back = self.dnf_locks(dnf, [versionlock_name(entry) for entry in locks]) or []
             missing = [entry for entry in locks if entry not in back]
             if rc != 0 or missing:
