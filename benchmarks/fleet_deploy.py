@@ -12,7 +12,10 @@ this benchmark; only those are ever stopped), then runs with the ansible-core 2.
    runs the SGLang stand-in replaying the SAME real recorded startup (--recording, fixed --max-seconds).
    Must end with failed=0 unreachable=0 and changed>0 on every host.
 2. The same playbook again with nothing changed: must report changed=0 on every host (asserted from the
-   PLAY RECAP) and must not restart the unit (its systemd InvocationID is the same before and after).
+   PLAY RECAP), must not restart the unit (its systemd InvocationID is the same before and after) and must have
+   passed the role's no-change check (llmops.sglang.sglang_deploy_stamp) on every host.
+   The alternative, in the same run: the same no-change deploy with sglang_service_skip_unchanged=false (every
+   install/configure task runs and finds nothing to do, then the readiness wait); must report changed=0 too.
 3. ansible -m ansible.builtin.ping over the same hosts (--ping-rounds rounds; the median is reported).
 
 Reported per N: wall times, parallel efficiency wall1(1)/wall1(N) (target: wall1(8) <= 1.1 x wall1(1)), second
@@ -56,6 +59,7 @@ RECAP_RE = re.compile(
     re.MULTILINE,
 )
 WAIT_RE = re.compile(r"([A-Za-z0-9-]+): ready after ([0-9.]+)s of waiting")
+UNCHANGED_RE = re.compile(r"([A-Za-z0-9-]+): unchanged since ")
 PING_RE = re.compile(r"^(\S+) \| SUCCESS", re.MULTILINE)
 
 # Settings of demo/inventory.yml, except that every host replays the same recording.
@@ -148,6 +152,7 @@ class SizeResult:
     n: int
     first: float = 0.0
     second: float = 0.0
+    second_full: float = 0.0
     pings: list[float] = field(default_factory=list)
     first_changed: dict[str, int] = field(default_factory=dict)
     second_changed: dict[str, int] = field(default_factory=dict)
@@ -389,7 +394,22 @@ def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str]
         if restarted:
             raise BenchError(f"N={n} second run: unit sglang.service was restarted on {restarted} "
                              f"(InvocationID {before} -> {after})")
+        fast = set(UNCHANGED_RE.findall(second.out))
+        if fast != set(names):
+            raise BenchError(f"N={n} second run: the no-change check did not pass on {sorted(set(names) - fast)} "
+                             f"(see {second.log})")
         log(f"N={n}: second run {res.second:.1f} s, changed=0 on all {n} host(s), no restart")
+
+        # The alternative in the same run: the same no-change deploy without the check (every install and
+        # configure task runs and finds nothing to do, then the readiness wait).
+        full = run(playbook + ["-e", "sglang_service_skip_unchanged=false"], timeout=args.run_timeout,
+                   env=aenv | {"FLEET_BENCH_TIMES": str(logs / f"second-full-{n}.json")}, log_file=logs / f"second-full-{n}.log")
+        rows = recap(full.out, names, f"N={n} second run without the no-change check")
+        changed = {h: r["changed"] for h, r in rows.items() if r["changed"]}
+        if changed:
+            raise BenchError(f"N={n} second run without the no-change check: expected changed=0, got {changed} (see {full.log})")
+        res.second_full = full.wall
+        log(f"N={n}: second run without the no-change check {res.second_full:.1f} s, changed=0")
 
         for i in range(args.ping_rounds):
             ping = run(["ansible", "sglang", "-i", str(inv), "-m", "ansible.builtin.ping", "-f", str(args.forks)],
@@ -411,18 +431,18 @@ def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str]
 def fmt_table(results: list[SizeResult], markdown: bool) -> str:
     base = next((r for r in results if r.n == 1 and not r.error), None)
     head = ["hosts", "1st run s", "wall1(1)/wall1(N)", "wall1(N)/wall1(1)", "2nd run s (changed=0)", "ping s (median)",
-            "2nd/ping", "slowest wait s", "CPU s ctrl+hosts", "load 1m before/after", "other hosts"]
+            "2nd/ping", "2nd run s, check off", "check off/ping", "slowest wait s", "CPU s ctrl+hosts", "load 1m before/after", "other hosts"]
     rows = []
     for r in results:
         if r.error:
-            rows.append([str(r.n), "FAILED", "", "", "", "", "", "", "", f"{r.load_before[0]:.2f}/{r.load_after[0]:.2f}",
+            rows.append([str(r.n), "FAILED", "", "", "", "", "", "", "", "", "", f"{r.load_before[0]:.2f}/{r.load_after[0]:.2f}",
                          str(r.other_hosts)])
             continue
         eff = f"{base.first / r.first:.2f}" if base else "-"
         slow = f"{r.first / base.first:.2f}x" if base else "-"
         rows.append([
             str(r.n), f"{r.first:.1f}", eff, slow, f"{r.second:.1f}", f"{r.ping:.1f}", f"{r.second / r.ping:.2f}x",
-            f"{r.wait_max:.1f}", f"{r.controller_cpu:.0f}+{r.hosts_cpu:.0f}",
+            f"{r.second_full:.1f}", f"{r.second_full / r.ping:.2f}x", f"{r.wait_max:.1f}", f"{r.controller_cpu:.0f}+{r.hosts_cpu:.0f}",
             f"{r.load_before[0]:.2f}/{r.load_after[0]:.2f}", str(r.other_hosts)])
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _column in head) + "|"]

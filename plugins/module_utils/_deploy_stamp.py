@@ -1,0 +1,209 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The deployment record of an SGLang unit: what a successful deployment left on the host.
+
+A record holds the fingerprint of the deployment's inputs (computed on the controller), the sha256 of every
+file the deployment manages, a digest of the installed ``sglang`` package tree (catches pip up/downgrades,
+SM120 patches and reverts, hand edits) and the unit's InvocationID.
+
+``compare()`` tells whether the host still runs exactly the recorded deployment and, if not, every reason
+why; a deploy can then skip installing and configuring when nothing differs. Standard library only: runs on
+the target with Python 3.9+.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import tempfile
+
+FORMAT = 1
+
+# systemctl show properties compared for the unit.
+UNIT_PROPERTIES = ('ActiveState', 'SubState', 'UnitFileState', 'NeedDaemonReload', 'InvocationID')
+
+
+class StampError(Exception):
+    """A record that cannot be read or written; ``msg`` says what and what to do."""
+
+    def __init__(self, msg):
+        super(StampError, self).__init__(msg)
+        self.msg = msg
+
+
+def file_digest(path):
+    """sha256 hex digest of the file at ``path``; None when it does not exist.
+
+    Raises StampError when the file exists but cannot be read.
+    """
+    digest = hashlib.sha256()
+    try:
+        with open(path, 'rb') as handle:
+            for block in iter(lambda: handle.read(1 << 20), b''):
+                digest.update(block)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise StampError('Cannot read %s to record or compare it: %s. Run the task as root (become: true).' % (path, err))
+    return digest.hexdigest()
+
+
+def tree_digest(package_dir):
+    """Digest of a package directory from every file's relative path, size and mtime (nanoseconds).
+
+    Byte-code caches (``__pycache__``, ``*.pyc``) are left out: interpreters rewrite them without changing the
+    package. Returns ``(hexdigest, number_of_files)``. Metadata only, so a tree of a few thousand files costs
+    milliseconds; any pip install, patch or revert rewrites files and changes size or mtime.
+    """
+    digest = hashlib.sha256()
+    count = 0
+    for root, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d != '__pycache__')
+        for name in sorted(files):
+            if name.endswith('.pyc'):
+                continue
+            path = os.path.join(root, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            digest.update(('%s\0%d\0%d\n' % (os.path.relpath(path, package_dir), st.st_size, st.st_mtime_ns)).encode('utf-8', 'surrogateescape'))
+            count += 1
+    return digest.hexdigest(), count
+
+
+def build(fingerprint, files, sglang=None, unit=None, now=None):
+    """The record to write.
+
+    ``files``: paths of the files the deployment manages (absent ones are recorded as absent).
+    ``sglang``: ``{'path', 'version', 'tree', 'files'}`` of the installed package, or None.
+    ``unit``: ``{'name', 'invocation'}``, or None.
+    """
+    return {
+        'format': FORMAT,
+        'fingerprint': fingerprint,
+        'files': dict((path, file_digest(path)) for path in sorted(set(files))),
+        'sglang': sglang,
+        'unit': unit,
+        'recorded_at': (now or datetime.datetime.now(datetime.timezone.utc)).strftime('%Y-%m-%dT%H:%M:%SZ'),
+    }
+
+
+def same_record(old, new):
+    """True when two records differ at most in their time of recording."""
+    if not isinstance(old, dict):
+        return False
+    return _without_time(old) == _without_time(new)
+
+
+def _without_time(record):
+    return dict((k, v) for k, v in record.items() if k != 'recorded_at')
+
+
+def read(path):
+    """The record at ``path``; None when there is none. Raises StampError for an unreadable one."""
+    try:
+        with open(path, 'rb') as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise StampError('Cannot read the deployment record %s: %s. Run the task as root (become: true).' % (path, err))
+    try:
+        record = json.loads(raw.decode('utf-8'))
+    except ValueError:
+        # A damaged record only costs one full deploy: compare() reports it and the deploy rewrites it.
+        return {'format': None, 'damaged': True}
+    return record if isinstance(record, dict) else {'format': None, 'damaged': True}
+
+
+def write(path, record):
+    """Write ``record`` to ``path`` atomically (temporary file in the same directory, then rename), mode 0600.
+
+    Raises StampError when the directory is missing or not writable; the old record is then left as it was.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    data = (json.dumps(record, indent=1, sort_keys=True) + '\n').encode('utf-8')
+    try:
+        fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), dir=directory)
+    except OSError as err:
+        raise StampError('Cannot write the deployment record in %s: %s. Create the directory first (the sglang_service '
+                         'role writes it in sglang_service_working_directory).' % (directory, err))
+    try:
+        with os.fdopen(fd, 'wb') as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise StampError('Cannot write the deployment record %s: %s' % (path, err))
+
+
+def compare(record, fingerprint, files, sglang=None, unit_state=None, health=None):
+    """Reasons why the host no longer runs the recorded deployment; an empty list means it still does.
+
+    ``record``: from read(). ``files``/``fingerprint``/``sglang``: as for build(), for now.
+    ``unit_state``: ``_sglang_probe.parse_systemctl_show()`` of the unit now, or None when no unit is checked.
+    ``health``: ``_sglang_probe.http_get()`` result of GET /health now, or None when not probed.
+    """
+    if record is None:
+        return ['no deployment record yet']
+    if record.get('damaged'):
+        return ['the deployment record is damaged (not JSON)']
+    if record.get('format') != FORMAT:
+        return ['the deployment record has format %r, this collection writes %d' % (record.get('format'), FORMAT)]
+    reasons = []
+    if record.get('fingerprint') != fingerprint:
+        reasons.append("the deployment's inputs changed (variables, templates or role files)")
+    recorded_files = record.get('files') or {}
+    wanted = sorted(set(files))
+    if sorted(recorded_files) != wanted:
+        reasons.append('the set of managed files changed (%s)' % ', '.join(sorted(set(recorded_files) ^ set(wanted))))
+    for path in wanted:
+        if path not in recorded_files:
+            continue
+        now = file_digest(path)
+        before = recorded_files[path]
+        if now == before:
+            continue
+        if now is None:
+            reasons.append('%s was removed' % path)
+        elif before is None:
+            reasons.append('%s appeared' % path)
+        else:
+            reasons.append('%s was changed on the host' % path)
+    recorded_sglang = record.get('sglang')
+    if (recorded_sglang is None) != (sglang is None):
+        reasons.append('SGLang was %s' % ('installed' if sglang else 'removed'))
+    elif sglang is not None:
+        if recorded_sglang.get('path') != sglang.get('path'):
+            reasons.append('SGLang moved from %s to %s' % (recorded_sglang.get('path'), sglang.get('path')))
+        elif recorded_sglang.get('version') != sglang.get('version'):
+            reasons.append('SGLang %s was replaced by %s' % (recorded_sglang.get('version'), sglang.get('version')))
+        elif recorded_sglang.get('tree') != sglang.get('tree'):
+            reasons.append('files of SGLang %s at %s changed (patch, revert, reinstall or hand edit)' % (sglang.get('version'), sglang.get('path')))
+    if unit_state is not None:
+        name = (record.get('unit') or {}).get('name', 'the unit')
+        active = unit_state.get('ActiveState', '')
+        if active != 'active':
+            reasons.append('%s is %s (%s), not active' % (name, active or 'unknown', unit_state.get('SubState', '?')))
+        if unit_state.get('UnitFileState', '') != 'enabled':
+            reasons.append('%s is %s, not enabled' % (name, unit_state.get('UnitFileState', '') or 'not installed'))
+        if unit_state.get('NeedDaemonReload', 'no') == 'yes':
+            reasons.append('%s has a daemon-reload pending (its unit file changed on disk)' % name)
+        recorded_invocation = (record.get('unit') or {}).get('invocation')
+        if recorded_invocation and unit_state.get('InvocationID') != recorded_invocation:
+            reasons.append('%s was restarted since the deployment (InvocationID %s, recorded %s)'
+                           % (name, unit_state.get('InvocationID') or 'none', recorded_invocation))
+    if health is not None and health.get('status') != 200:
+        reasons.append('GET %s answered %s' % (health.get('url'), health.get('status') or health.get('error') or 'nothing'))
+    return reasons

@@ -1,0 +1,257 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: sglang_deploy_stamp
+short_description: Record what a deployment of an SGLang unit left on the host, and tell whether the host still has it
+version_added: 0.1.0
+description:
+  - With O(state=present), writes a deployment record to O(path) (JSON, mode C(0600), written atomically) holding
+    O(fingerprint), the sha256 of every file in O(files), a digest of the installed C(sglang) package tree (the path,
+    size and modification time of each of its files, byte-code caches left out) with its version, and the current
+    C(InvocationID) of O(unit).
+  - With O(state=query), compares the host with that record and returns RV(current=true) only when nothing differs
+    (same fingerprint, every managed file has the recorded sha256 or is still absent, SGLang has the same version and
+    an unchanged package tree, the unit is active, enabled, needs no daemon-reload and was not restarted since the
+    record was written, and with O(health_url) the server answers C(GET /health) with 200). Otherwise RV(reasons)
+    lists every difference. It never fails because the host differs.
+  - The P(llmops.sglang.sglang_service#role) role uses it on every run; when the host is current, the run is this one
+    module run per host instead of several dozen tasks and a readiness wait.
+  - The record is proof of what a previous run did, not a cache of it. Any change on the host (a hand-edited unit or
+    environment file, C(pip install), an SM120 patch applied or reverted by hand, a restart by systemd) makes the host
+    not current.
+options:
+  path:
+    description:
+      - The record file, for example V(/var/lib/sglang/sglang.deployed.json). Its directory must exist for
+        O(state=present).
+    type: path
+    required: true
+  state:
+    description:
+      - V(query) reads and compares; it never writes.
+      - V(present) writes the record for the host as it is now (unchanged records are not rewritten).
+    type: str
+    choices: [query, present]
+    default: query
+  fingerprint:
+    description:
+      - Digest of everything the deployment was made from, computed on the controller (the P(llmops.sglang.sglang_service#role)
+        role hashes its variables, the hosts of a multi-node group and its own task and template files).
+      - Opaque to the module; it is only compared.
+    type: str
+    required: true
+  files:
+    description:
+      - Files the deployment manages (unit file, environment files, ...). A file that does not exist is recorded as
+        absent, so its later appearance counts as a change.
+    type: list
+    elements: path
+    default: []
+  python:
+    description:
+      - Interpreter of the environment where SGLang is installed, for example V(/opt/sglang/venv/bin/python). The
+        C(sglang) package is located with C(importlib.util.find_spec) (SGLang is not imported) and its version read from
+        its C(dist-info) METADATA.
+      - When the interpreter is missing or has no SGLang, SGLang is recorded (or compared) as not installed.
+      - Omit it to leave SGLang out of the record.
+    type: path
+  unit:
+    description:
+      - systemd unit of the server, for example V(sglang.service). Its C(InvocationID) is recorded; O(state=query)
+        requires the unit to be C(active), C(enabled), without a pending daemon-reload, and running the recorded invocation.
+    type: str
+  health_url:
+    description:
+      - Base URL of the server, for example V(http://127.0.0.1:30000). With O(state=query) the host is current only
+        when C(GET <health_url>/health) answers 200 within O(health_timeout) seconds. SGLang answers 200 there only
+        once it is ready, and serves C(/health) without the API key.
+      - Leave it out for ranks other than 0 of a multi-node server, which serve no HTTP.
+    type: str
+  health_timeout:
+    description: Seconds to wait for the answer of O(health_url).
+    type: float
+    default: 5
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - llmops.sglang._attributes.IDEMPOTENT
+attributes:
+  check_mode:
+    support: full
+    details: O(state=query) is read-only; O(state=present) reports whether it would write the record and writes nothing.
+  diff_mode:
+    support: full
+    details: O(state=present) shows the record before and after.
+  idempotent:
+    support: full
+  platform:
+    platforms: posix
+notes:
+  - The package tree digest uses file metadata, not contents, so it costs a few milliseconds for SGLang's ~2000 files;
+    every C(pip install), patch and revert rewrites the files it touches.
+  - The fingerprint is a sha256 over values that include secrets (API key, tokens); the record is root-only (C(0600)).
+seealso:
+  - module: llmops.sglang.wait_for_sglang
+  - module: llmops.sglang.sglang_patch_sm120
+author:
+  - llmops.sglang contributors (@llmops)
+'''
+
+EXAMPLES = r'''
+- name: Check whether the host still runs exactly the last deployment
+  llmops.sglang.sglang_deploy_stamp:
+    path: /var/lib/sglang/sglang.deployed.json
+    fingerprint: "{{ my_inputs | to_json(sort_keys=true) | hash('sha256') }}"
+    files:
+      - /etc/systemd/system/sglang.service
+      - /etc/sglang/sglang.env
+    python: /opt/sglang/venv/bin/python
+    unit: sglang.service
+    health_url: http://127.0.0.1:30000
+  register: deployed
+
+- name: Full deploy only when something differs
+  ansible.builtin.debug:
+    msg: "redeploying because {{ deployed.reasons | join('; ') }}"
+  when: not deployed.current
+
+- name: Record the deployment once the server is ready
+  llmops.sglang.sglang_deploy_stamp:
+    path: /var/lib/sglang/sglang.deployed.json
+    state: present
+    fingerprint: "{{ my_inputs | to_json(sort_keys=true) | hash('sha256') }}"
+    files:
+      - /etc/systemd/system/sglang.service
+      - /etc/sglang/sglang.env
+    python: /opt/sglang/venv/bin/python
+    unit: sglang.service
+'''
+
+RETURN = r'''
+current:
+  description: Whether the host still runs exactly the recorded deployment (always V(true) after O(state=present)).
+  returned: always
+  type: bool
+  sample: false
+reasons:
+  description: Every difference found by O(state=query); empty when RV(current=true).
+  returned: always
+  type: list
+  elements: str
+  sample: ["/etc/sglang/sglang.env was changed on the host", "sglang.service was restarted since the deployment (InvocationID ...)"]
+invocation_id:
+  description: The unit's current C(InvocationID); V(null) without O(unit).
+  returned: always
+  type: str
+  sample: 4f5b0a3c2d1e4f6a8b9c0d1e2f3a4b5c
+sglang_version:
+  description: Version of the SGLang found with O(python); V(null) when none was found or O(python) was not given.
+  returned: always
+  type: str
+  sample: 0.5.9
+health:
+  description: The C(GET /health) probe of O(health_url) (status code or error, elapsed milliseconds); V(null) without it.
+  returned: always
+  type: dict
+  sample: {"url": "http://127.0.0.1:30000/health", "status": 200, "error": null, "elapsed_ms": 2.1}
+recorded_at:
+  description: When the record in RV(current) was written (UTC, ISO 8601); V(null) when there is none.
+  returned: always
+  type: str
+  sample: "2026-11-30T11:02:03Z"
+'''
+
+import json
+
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils import _deploy_stamp as ds
+from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
+from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import (
+    PatchError,
+    _resolve_python,
+    locate_package,
+    read_version,
+)
+
+
+def _sglang_now(module):
+    python = module.params['python']
+    if not python:
+        return None
+
+    def run(argv, _data):
+        return module.run_command(argv, check_rc=False, cwd='/', environ_update={'LC_ALL': 'C', 'LANGUAGE': 'C'})
+    try:
+        package_dir, _info = locate_package(_resolve_python(python), run)
+    except PatchError:
+        # Not installed (yet): a first deploy creates the venv. Recorded and compared as "not installed".
+        return None
+    tree, count = ds.tree_digest(package_dir)
+    return {'path': package_dir, 'version': read_version(package_dir)[0], 'tree': tree, 'files': count}
+
+
+def _unit_now(module):
+    unit = module.params['unit']
+    if not unit:
+        return None
+    systemctl = module.get_bin_path('systemctl', required=True)
+    argv = [systemctl, 'show', unit] + ['--property=%s' % p for p in ds.UNIT_PROPERTIES]
+    rc, out, err = module.run_command(argv, check_rc=False, environ_update={'LC_ALL': 'C'})
+    if rc != 0:
+        module.fail_json(msg='systemctl show %s failed (rc=%d): %s. Is systemd running on the host?' % (unit, rc, (err or out).strip()[-300:]))
+    return probe.parse_systemctl_show(out)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type='path', required=True),
+            state=dict(type='str', choices=['query', 'present'], default='query'),
+            fingerprint=dict(type='str', required=True),
+            files=dict(type='list', elements='path', default=[]),
+            python=dict(type='path'),
+            unit=dict(type='str'),
+            health_url=dict(type='str'),
+            health_timeout=dict(type='float', default=5.0),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    try:
+        record = ds.read(p['path'])
+        sglang = _sglang_now(module)
+        unit_state = _unit_now(module)
+        invocation = (unit_state or {}).get('InvocationID') or None
+        result = dict(changed=False, invocation_id=invocation, sglang_version=(sglang or {}).get('version'))
+        if p['state'] == 'query':
+            health = None
+            if p['health_url']:
+                health = probe.http_get(p['health_url'], '/health', timeout=p['health_timeout'])
+                health.pop('body', None)
+            reasons = ds.compare(record, p['fingerprint'], p['files'], sglang, unit_state, health)
+            current = not reasons
+            module.exit_json(current=current, reasons=reasons, recorded_at=(record or {}).get('recorded_at'), health=health, **result)
+        unit = {'name': p['unit'], 'invocation': invocation} if p['unit'] else None
+        new = ds.build(p['fingerprint'], p['files'], sglang, unit)
+        changed = not ds.same_record(record, new)
+        if changed and not module.check_mode:
+            ds.write(p['path'], new)
+        result['changed'] = changed
+        if module._diff:
+            result['diff'] = dict(before=json.dumps(record, indent=1, sort_keys=True) + '\n' if record else '',
+                                  after=json.dumps(new, indent=1, sort_keys=True) + '\n',
+                                  before_header=p['path'], after_header=p['path'])
+        module.exit_json(current=True, reasons=[], recorded_at=new['recorded_at'], health=None, **result)
+    except ds.StampError as err:
+        module.fail_json(msg=err.msg, path=p['path'])
+
+
+if __name__ == '__main__':
+    main()

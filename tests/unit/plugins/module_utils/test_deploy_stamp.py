@@ -1,0 +1,164 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Deployment records (module_utils/_deploy_stamp.py): digests, comparison, atomic writes, on real files."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils import _deploy_stamp as ds
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import parse_systemctl_show
+
+NOW = datetime.datetime(2026, 11, 30, 11, 0, 0, tzinfo=datetime.timezone.utc)
+
+# `systemctl show sglang.service --property=...` of a running, enabled unit (systemd 252, Debian 12).
+RUNNING = parse_systemctl_show('ActiveState=active\nSubState=running\nUnitFileState=enabled\nNeedDaemonReload=no\n'
+                               'InvocationID=0f5c3e0d6a2b4b8e9d1c2b3a4f5e6d7c\n')
+SGLANG = {'path': '/opt/sglang/venv/lib/python3.11/site-packages/sglang', 'version': '0.5.9', 'tree': 'a' * 64, 'files': 3338}
+UNIT = {'name': 'sglang.service', 'invocation': RUNNING['InvocationID']}
+
+
+@pytest.fixture
+def files(tmp_path):
+    unit = tmp_path / 'sglang.service'
+    env = tmp_path / 'sglang.env'
+    unit.write_text('[Service]\nExecStart=/bin/true\n')
+    env.write_text('NCCL_P2P_DISABLE=0\n')
+    return [str(unit), str(env), str(tmp_path / 'sglang.secret-args.yaml')]
+
+
+def record(files, **kw):
+    args = dict(fingerprint='f1', files=files, sglang=SGLANG, unit=UNIT, now=NOW)
+    args.update(kw)
+    return ds.build(**args)
+
+
+def test_file_digest_is_sha256_and_none_for_absent(tmp_path):
+    path = tmp_path / 'x'
+    path.write_bytes(b'hello\n')
+    assert ds.file_digest(str(path)) == hashlib.sha256(b'hello\n').hexdigest()
+    assert ds.file_digest(str(tmp_path / 'missing')) is None
+
+
+def test_unchanged_host_is_current(files):
+    assert ds.compare(record(files), 'f1', files, SGLANG, RUNNING) == []
+
+
+def test_every_difference_is_named(files):
+    rec = record(files)
+    with open(files[1], 'a', encoding='utf-8') as handle:
+        handle.write('NCCL_DEBUG=INFO\n')
+    os.unlink(files[0])
+    with open(files[2], 'w', encoding='utf-8') as handle:
+        handle.write('api-key: x\n')
+    unit = dict(RUNNING, ActiveState='failed', SubState='failed', UnitFileState='disabled', NeedDaemonReload='yes',
+                InvocationID='11111111111111111111111111111111')
+    sglang = dict(SGLANG, version='0.5.10')
+    reasons = ds.compare(rec, 'f2', files, sglang, unit, {'url': 'http://127.0.0.1:30000/health', 'status': 503})
+    assert reasons == [
+        "the deployment's inputs changed (variables, templates or role files)",
+        # in path order
+        '%s was changed on the host' % files[1],
+        '%s appeared' % files[2],
+        '%s was removed' % files[0],
+        'SGLang 0.5.9 was replaced by 0.5.10',
+        'sglang.service is failed (failed), not active',
+        'sglang.service is disabled, not enabled',
+        'sglang.service has a daemon-reload pending (its unit file changed on disk)',
+        'sglang.service was restarted since the deployment (InvocationID 11111111111111111111111111111111, recorded '
+        '0f5c3e0d6a2b4b8e9d1c2b3a4f5e6d7c)',
+        'GET http://127.0.0.1:30000/health answered 503',
+    ]
+
+
+def test_package_tree_and_location_changes(files):
+    rec = record(files)
+    assert ds.compare(rec, 'f1', files, dict(SGLANG, tree='b' * 64), RUNNING) == [
+        'files of SGLang 0.5.9 at %s changed (patch, revert, reinstall or hand edit)' % SGLANG['path']]
+    assert ds.compare(rec, 'f1', files, dict(SGLANG, path='/srv/venv/sglang'), RUNNING) == [
+        'SGLang moved from %s to /srv/venv/sglang' % SGLANG['path']]
+    assert ds.compare(rec, 'f1', files, None, RUNNING) == ['SGLang was removed']
+    assert ds.compare(record(files, sglang=None), 'f1', files, SGLANG, RUNNING) == ['SGLang was installed']
+
+
+def test_health_refused_is_a_reason(files):
+    health = {'url': 'http://127.0.0.1:30000/health', 'status': None, 'error': '[Errno 111] Connection refused'}
+    assert ds.compare(record(files), 'f1', files, SGLANG, RUNNING, health) == [
+        'GET http://127.0.0.1:30000/health answered [Errno 111] Connection refused']
+
+
+def test_set_of_managed_files_changed(files, tmp_path):
+    extra = files + [str(tmp_path / 'sglang.secret.env')]
+    assert ds.compare(record(files), 'f1', extra, SGLANG, RUNNING) == [
+        'the set of managed files changed (%s)' % (tmp_path / 'sglang.secret.env')]
+
+
+def test_no_damaged_or_foreign_record(tmp_path, files):
+    path = str(tmp_path / 'sglang.deployed.json')
+    assert ds.read(path) is None
+    assert ds.compare(None, 'f1', files) == ['no deployment record yet']
+    with open(path, 'w', encoding='utf-8') as handle:
+        handle.write('{"fingerprint": ')
+    assert ds.compare(ds.read(path), 'f1', files) == ['the deployment record is damaged (not JSON)']
+    with open(path, 'w', encoding='utf-8') as handle:
+        json.dump({'format': 99}, handle)
+    assert ds.compare(ds.read(path), 'f1', files) == ['the deployment record has format 99, this collection writes 1']
+
+
+def test_write_is_atomic_0600_and_round_trips(tmp_path, files):
+    path = str(tmp_path / 'sglang.deployed.json')
+    rec = record(files)
+    ds.write(path, rec)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert ds.read(path) == rec
+    assert [p for p in os.listdir(str(tmp_path)) if p.startswith('.')] == []
+
+
+def test_failed_write_keeps_the_old_record(tmp_path, files, monkeypatch):
+    path = str(tmp_path / 'sglang.deployed.json')
+    ds.write(path, record(files))
+
+    def full_disk(src, dst):
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(ds.os, 'replace', full_disk)
+    with pytest.raises(ds.StampError) as info:
+        ds.write(path, record(files, fingerprint='f2'))
+    assert info.value.msg == 'Cannot write the deployment record %s: [Errno 28] No space left on device' % path
+    assert ds.read(path)['fingerprint'] == 'f1'
+    assert [p for p in os.listdir(str(tmp_path)) if p.startswith('.')] == []
+
+
+def test_write_into_a_missing_directory_says_what_to_do(tmp_path, files):
+    with pytest.raises(ds.StampError) as info:
+        ds.write(str(tmp_path / 'nope' / 'x.json'), record(files))
+    assert 'Create the directory first' in info.value.msg
+
+
+def test_same_record_ignores_only_the_time(files):
+    later = record(files, now=NOW + datetime.timedelta(hours=1))
+    assert ds.same_record(record(files), later)
+    assert not ds.same_record(record(files), record(files, fingerprint='f2'))
+    assert not ds.same_record(None, later)
+
+
+def test_tree_digest_sees_edits_but_not_bytecode(tmp_path):
+    pkg = tmp_path / 'sglang'
+    (pkg / 'srt' / '__pycache__').mkdir(parents=True)
+    source = pkg / 'srt' / 'server_args.py'
+    source.write_text('x = 1\n')
+    (pkg / '__init__.py').write_text('')
+    before = ds.tree_digest(str(pkg))
+    assert before[1] == 2
+    (pkg / 'srt' / '__pycache__' / 'server_args.cpython-311.pyc').write_bytes(b'\0' * 16)
+    (pkg / 'srt' / 'stale.pyc').write_bytes(b'\0' * 16)
+    assert ds.tree_digest(str(pkg)) == before
+    st = source.stat()
+    source.write_text('x = 2\n')  # same size: the mtime tells
+    os.utime(str(source), ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    assert ds.tree_digest(str(pkg))[0] != before[0]

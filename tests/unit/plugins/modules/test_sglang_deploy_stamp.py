@@ -1,0 +1,195 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The sglang_deploy_stamp module in-process (AnsibleModule, run_command) against a real venv holding the real
+SGLang 0.5.9 release files from PyPI (tests/sglang_wheels.py), and a real HTTP server on 127.0.0.1 for /health.
+
+The unit option needs systemd as PID 1; it is covered by the molecule scenario sglang_service and by the
+comparison tests in tests/unit/plugins/module_utils/test_deploy_stamp.py."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.sglang.plugins.modules import sglang_deploy_stamp
+
+TESTS = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(TESTS))
+import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
+
+
+def run_module(capsys, args, check_mode=False, diff=False):
+    args = dict(args)
+    if check_mode:
+        args['_ansible_check_mode'] = True
+    if diff:
+        args['_ansible_diff'] = True
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as info:
+            sglang_deploy_stamp.main()
+    result = json.loads(capsys.readouterr().out)
+    assert (info.value.code == 0) != bool(result.get('failed')), result
+    return result
+
+
+@pytest.fixture(scope='module')
+def venv(tmp_path_factory):
+    """A real venv (no pip) with SGLang 0.5.9's released files in its site-packages."""
+    root = tmp_path_factory.mktemp('venv')
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(root)], check=True)
+    site = next(root.glob('lib/python3*/site-packages'))
+    tree = sglang_wheels.tree_path('0.5.9')
+    for item in tree.iterdir():
+        if item.name != '.complete':
+            shutil.copytree(str(item), str(site / item.name))
+    return {'python': str(root / 'bin' / 'python'), 'site': site}
+
+
+@pytest.fixture
+def host(tmp_path):
+    unit = tmp_path / 'sglang.service'
+    env = tmp_path / 'sglang.env'
+    unit.write_text('[Service]\nExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server\n')
+    env.write_text('NCCL_P2P_DISABLE=0\n')
+    files = [str(unit), str(env), str(tmp_path / 'sglang.secret-args.yaml')]
+    return {'path': str(tmp_path / 'sglang.deployed.json'), 'files': files, 'fingerprint': 'f' * 64}
+
+
+@pytest.fixture
+def health_server():
+    """/health answers with the status in state['status'] (SGLang: 503 until ready, then 200)."""
+    state = {'status': 503}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(state['status'] if self.path == '/health' else 404)
+            self.send_header('Content-Length', '0')
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    state['url'] = 'http://127.0.0.1:%d' % server.server_address[1]
+    yield state
+    server.shutdown()
+    server.server_close()
+
+
+def test_first_query_has_no_record_and_writes_nothing(capsys, host):
+    res = run_module(capsys, {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']})
+    assert (res['changed'], res['current'], res['reasons'], res['recorded_at']) == (False, False, ['no deployment record yet'], None)
+    assert not os.path.exists(host['path'])
+
+
+def test_check_mode_and_diff_write_nothing(capsys, host):
+    args = {'path': host['path'], 'state': 'present', 'fingerprint': host['fingerprint'], 'files': host['files']}
+    res = run_module(capsys, args, check_mode=True, diff=True)
+    assert res['changed'] is True
+    assert res['diff']['before'] == ''
+    assert json.loads(res['diff']['after'])['fingerprint'] == host['fingerprint']
+    assert not os.path.exists(host['path'])
+
+
+def test_present_is_idempotent_and_query_then_current(capsys, host, venv):
+    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files'], 'python': venv['python']}
+    first = run_module(capsys, dict(args, state='present'))
+    assert first['changed'] is True and first['sglang_version'] == '0.5.9'
+    assert os.stat(host['path']).st_mode & 0o777 == 0o600
+    recorded = json.loads(Path(host['path']).read_text())
+    assert recorded['sglang']['version'] == '0.5.9'
+    assert recorded['sglang']['path'] == str(venv['site'] / 'sglang')
+    assert recorded['files'][host['files'][2]] is None
+    assert run_module(capsys, dict(args, state='present'))['changed'] is False
+    res = run_module(capsys, args)
+    assert (res['current'], res['reasons'], res['changed']) == (True, [], False)
+
+
+def test_hand_edits_and_sglang_changes_are_found(capsys, host, venv):
+    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files'], 'python': venv['python']}
+    run_module(capsys, dict(args, state='present'))
+    with open(host['files'][1], 'a', encoding='utf-8') as handle:
+        handle.write('NCCL_DEBUG=TRACE\n')
+    server_args = venv['site'] / 'sglang' / 'srt' / 'server_args.py'
+    original = server_args.read_bytes()
+    try:
+        # what sglang_patch_sm120 does to this file: one line more
+        server_args.write_bytes(original + b'# patched\n')
+        res = run_module(capsys, args)
+        assert res['current'] is False
+        assert res['reasons'] == [
+            '%s was changed on the host' % host['files'][1],
+            'files of SGLang 0.5.9 at %s changed (patch, revert, reinstall or hand edit)' % (venv['site'] / 'sglang'),
+        ]
+    finally:
+        server_args.write_bytes(original)
+
+
+def test_another_sglang_version_is_named(capsys, host, venv, tmp_path):
+    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files'], 'python': venv['python']}
+    run_module(capsys, dict(args, state='present'))
+    dist = venv['site'] / 'sglang-0.5.9.dist-info'
+    moved = venv['site'] / 'sglang-0.5.10.dist-info'
+    metadata = (dist / 'METADATA').read_text()
+    os.rename(str(dist), str(moved))
+    try:
+        (moved / 'METADATA').write_text(metadata.replace('Version: 0.5.9\n', 'Version: 0.5.10\n', 1))
+        res = run_module(capsys, args)
+        assert res['sglang_version'] == '0.5.10'
+        assert res['reasons'] == ['SGLang 0.5.9 was replaced by 0.5.10']
+    finally:
+        (moved / 'METADATA').write_text(metadata)
+        os.rename(str(moved), str(dist))
+
+
+def test_interpreter_without_sglang_counts_as_not_installed(capsys, host, venv):
+    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']}
+    run_module(capsys, dict(args, state='present', python=venv['python']))
+    res = run_module(capsys, dict(args, python='/nonexistent/venv/bin/python'))
+    assert res['reasons'] == ['SGLang was removed'] and res['sglang_version'] is None
+
+
+def test_health_must_answer_200(capsys, host, health_server):
+    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']}
+    run_module(capsys, dict(args, state='present'))
+    res = run_module(capsys, dict(args, health_url=health_server['url']))
+    assert res['reasons'] == ['GET %s/health answered 503' % health_server['url']]
+    assert res['health']['status'] == 503
+    health_server['status'] = 200
+    res = run_module(capsys, dict(args, health_url=health_server['url']))
+    assert (res['current'], res['health']['status']) == (True, 200)
+
+
+def test_new_inputs_are_not_current(capsys, host):
+    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']}
+    run_module(capsys, dict(args, state='present'))
+    res = run_module(capsys, dict(args, fingerprint='0' * 64))
+    assert res['reasons'] == ["the deployment's inputs changed (variables, templates or role files)"]
+
+
+def test_damaged_record_is_reported_then_rewritten(capsys, host):
+    Path(host['path']).write_text('{"format": 1, "finger')
+    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']}
+    assert run_module(capsys, args)['reasons'] == ['the deployment record is damaged (not JSON)']
+    assert run_module(capsys, dict(args, state='present'))['changed'] is True
+    assert run_module(capsys, args)['current'] is True
+
+
+def test_missing_directory_fails_with_advice(capsys, tmp_path):
+    res = run_module(capsys, {'path': str(tmp_path / 'no' / 'such' / 'dir' / 'x.json'), 'state': 'present', 'fingerprint': 'f'})
+    assert res['failed'] is True
+    assert res['msg'].startswith('Cannot write the deployment record in %s' % (tmp_path / 'no' / 'such' / 'dir'))
+    assert 'Create the directory first' in res['msg']
