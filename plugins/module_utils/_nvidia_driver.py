@@ -1127,6 +1127,19 @@ _pin_name = pin_name
 _pin_version = pin_version
 
 
+
+def _refuse_unsafe_plan(tool, plan, pins, replaced, argv, out):
+    """Refuse a dry-run plan (``{'install': [(name, ...)], 'remove': [(name, ...)]}``) that removes packages the fix
+    does not replace, or installs kernel-side packages. Raises FixError naming them."""
+    removals = [entry[0] for entry in plan['remove'] if entry[0] not in replaced]
+    if removals:
+        raise FixError('%s would remove %s to install %s; the fix never removes packages it does not replace. Resolve the conflict by hand'
+                       % (tool, ', '.join(removals), ' '.join(pins)), argv=argv, stdout=out)
+    kernel = [entry[0] for entry in plan['install'] if _KERNEL_SIDE_RE.search(entry[0])]
+    if kernel:
+        raise FixError('%s would also install or upgrade kernel-side packages (%s) to install %s; the fix never touches the kernel module. '
+                       'Install matching user space by hand' % (tool, ', '.join(kernel), ' '.join(pins)), argv=argv, stdout=out)
+
 class NvidiaDriverHost:
     """Evidence gathering and the package fix on the managed host."""
 
@@ -1246,14 +1259,7 @@ class NvidiaDriverHost:
                            argv=argv, rc=rc, stdout=out, stderr=err)
         plan = parse_apt_simulation(out)
         wanted = dict((_pin_name(pin, 'apt'), _pin_version(pin, 'apt')) for pin in pins)
-        removals = [name for name, dummy in plan['remove'] if name not in replaced]
-        if removals:
-            raise FixError('apt-get would remove %s to install %s; the fix never removes packages it does not replace. Resolve the conflict by hand'
-                           % (', '.join(removals), ' '.join(pins)), argv=argv, stdout=out)
-        kernel = [name for name, dummy, dummy2 in plan['install'] if _KERNEL_SIDE_RE.search(name)]
-        if kernel:
-            raise FixError('apt-get would also install or upgrade kernel-side packages (%s) to install %s; the fix never touches the kernel module. '
-                           'Install matching user space by hand' % (', '.join(kernel), ' '.join(pins)), argv=argv, stdout=out)
+        _refuse_unsafe_plan('apt-get', plan, pins, replaced, argv, out)
         extra = [(name, new) for name, dummy, new in plan['install'] if name not in wanted]
         return {'argv': argv, 'install': plan['install'], 'remove': plan['remove'], 'extra': extra}
 
@@ -1322,14 +1328,7 @@ class NvidiaDriverHost:
                            'versions is configured and enabled' % (' '.join(pins), rc, _tail(err or out)),
                            argv=argv, rc=rc, stdout=out, stderr=err)
         wanted = dict((_pin_name(pin, 'dnf'), _pin_version(pin, 'dnf')) for pin in pins)
-        removals = [name for name, dummy in plan['remove'] if name not in replaced]
-        if removals:
-            raise FixError('dnf would remove %s to install %s; the fix never removes packages it does not replace. Resolve the conflict by hand'
-                           % (', '.join(removals), ' '.join(pins)), argv=argv, stdout=out)
-        kernel = [name for name, dummy, dummy2 in plan['install'] if _KERNEL_SIDE_RE.search(name)]
-        if kernel:
-            raise FixError('dnf would also install or upgrade kernel-side packages (%s) to install %s; the fix never touches the kernel module. '
-                           'Install matching user space by hand' % (', '.join(kernel), ' '.join(pins)), argv=argv, stdout=out)
+        _refuse_unsafe_plan('dnf', plan, pins, replaced, argv, out)
         extra = [(name, evr) for name, evr, dummy in plan['install'] if name not in wanted]
         return {'argv': argv, 'install': plan['install'], 'remove': plan['remove'], 'extra': extra}
 
