@@ -1,0 +1,501 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""llmops.sglang.nvidia_driver's full install paths on the Debian family, with real apt on systemd test hosts.
+
+Every test runs the role with ansible-playbook over real SSH against a systemd-nspawn test host booted by
+tests/infra/fleet.sh (systemd as PID 1, Debian bookworm). apt, dpkg, apt-mark, ldconfig, depmod and modinfo in the
+host do the work for real; the host reaches nothing but a flat apt repository (dpkg-scanpackages) that the test serves
+on the fleet's hub address, as an air-gapped cluster's mirror would.
+
+REAL in that repository (downloaded from deb.debian.org on the controller with apt-get download):
+Debian bookworm's NVIDIA 535.261.03-1 user space (libcuda1, libnvidia-ml1, nvidia-smi, nvidia-alternative,
+libnvidia-ptxjitcompiler1, libnvidia-pkcs11-openssl3 and their helper dependencies), kmod/libkmod2, python3-apt.
+
+STAND-INS (built here with dpkg-deb; this machine cannot reach the Ubuntu archive or NVIDIA's CUDA repository, and
+cannot build a kernel module: no headers for its kernel), carrying the real names, versions and dependency shape:
+
+- Ubuntu archive, noble-updates, nvidia-graphics-drivers-535-server 535.309.01-0ubuntu0.24.04.2
+  (https://packages.ubuntu.com/source/noble-updates/libs/nvidia-graphics-drivers-535-server):
+  nvidia-headless-535-server[-open] -> nvidia-headless-no-dkms-535-server[-open] (=) + nvidia-dkms-535-server[-open] (=);
+  nvidia-headless-no-dkms-* -> libnvidia-compute-535-server (=), nvidia-kernel-common-535-server (=);
+  nvidia-utils-535-server -> libnvidia-compute-535-server (>=), nvidia-kernel-common-535-server-535.309.01 (a virtual
+  package nvidia-kernel-common provides); nvidia-dkms-* -> nvidia-kernel-common (>=) (shape from
+  https://packages.ubuntu.com/resolute/nvidia-utils-580, https://packages.ubuntu.com/tenacious/nvidia-dkms-580-open,
+  https://packages.ubuntu.com/noble-updates/nvidia-headless-no-dkms-535-open;
+  installed set as listed in https://github.com/NVIDIA/gpu-driver-container/pull/186). Descriptions are the non-transitional
+  ones of that listing. libnvidia-compute-535-server carries the REAL library files of Debian's 535.309.01-0+deb12u1
+  libcuda1 / libnvidia-ml1 / libnvidia-ptxjitcompiler1 (same upstream version), placed in /usr/lib/x86_64-linux-gnu as
+  Ubuntu does, so ldconfig and the module's loader-cache view are real; nvidia-utils-535-server carries Debian's real
+  nvidia-smi binary of that version.
+- NVIDIA CUDA repository, Debian 12 flavour: cuda-drivers-535 / nvidia-open-535 (before R590) and cuda-drivers /
+  nvidia-open (R590 on, branch dropped from the names: "Ubuntu 590 and later packages" in the "Recent Updates" of NVIDIA's
+  Driver Installation Guide, https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/), each -> nvidia-driver-cuda (=)
+  + nvidia-kernel-dkms / nvidia-kernel-open-dkms (=) (the CUDA repository's names, see
+  https://github.com/GoogleCloudDataproc/initialization-actions/pull/1400); revision -1 as the CUDA repository's packages
+  have. At 535.261.03-1 nvidia-driver-cuda depends on Debian's REAL libcuda1 / libnvidia-ml1 / nvidia-smi 535.261.03-1;
+  at 590.48.01-1 (a released R590 version, quoted in tests/unit/plugins/module_utils/test_nvidia_driver.py) those three
+  are empty stand-ins too (Debian bookworm has no 590).
+- Debian non-free: nvidia-kernel-dkms / nvidia-open-kernel-dkms 535.261.03-1 (Debian's names) as stand-ins.
+- Every kernel-side stand-in (nvidia-dkms-*, nvidia-kernel-dkms, nvidia-kernel-open-dkms, nvidia-open-kernel-dkms)
+  installs a real ELF relocatable nvidia.ko whose .modinfo section carries version= and license= (NVIDIA or
+  Dual MIT/GPL) under /lib/modules/$(uname -r)/updates/dkms/, where DKMS puts it, and runs depmod in its postinst, so
+  modinfo nvidia reads a real module file. Depends on kmod (real) instead of dkms.
+- The host's distribution identity for source=ubuntu: /etc/os-release replaced by the text of a real Ubuntu 24.04.1
+  host, https://github.com/ssst0n3/docker_archive/blob/241df8a4d5b7a1d79e8c0ab5e1e955c9e45bb7df/kubernetes/v1.32.3/README.md
+  (apt and dpkg stay Debian's).
+- The LOADED kernel module: /proc/driver/nvidia/version is a tmpfs file in the host's mount namespace with a recorded
+  banner (tests/nvidia_testhost.py set_module).
+
+Reboots: a test host is `systemd-nspawn --volatile=overlay --boot` started by fleet.sh outside any systemd unit.
+When systemd in the container reboots, nspawn exits (measured here: the container prints "Rebooting." and the nspawn
+process is gone; its reboot exit status 133 is turned into a restart only by systemd's systemd-nspawn@.service,
+RestartForceExitStatus=133, and this machine has no systemd as PID 1 to run that unit) and the volatile overlay (a
+tmpfs upper layer) is discarded with it: a rebooted host would come back without the driver the role just installed, so "reboot and
+continue to verify" cannot be shown here. The reboot test therefore proves the decision and the act: the role runs
+ansible.builtin.reboot only when the kernel side changed and nvidia_driver_reboot is true, systemd in the host
+really reboots ("Rebooting." on the host's console), the nspawn process ends, and the reboot task times out waiting
+for the host to come back.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import sys
+import textwrap
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nvidia_fleet_host as th  # noqa: E402  pylint: disable=wrong-import-position
+
+KERNEL = os.uname().release
+
+DEB_V = '535.261.03'
+DEB_R = DEB_V + '-1'
+UBU_V = '535.309.01'
+UBU_R = UBU_V + '-0ubuntu0.24.04.2'
+DEB_SECURITY_R = UBU_V + '-0+deb12u1'
+CUDA_NEW_V = '590.48.01'
+CUDA_NEW_R = CUDA_NEW_V + '-1'
+
+DRIVER = ['libcuda1', 'libnvidia-ml1', 'libnvidia-pkcs11-openssl3', 'libnvidia-ptxjitcompiler1', 'nvidia-alternative', 'nvidia-smi']
+HELPERS = ['update-glx', 'glx-alternative-mesa', 'glx-alternative-nvidia', 'glx-diversions', 'nvidia-installer-cleanup',
+           'nvidia-legacy-check', 'nvidia-support', 'pci.ids', 'libpci3', 'pciutils', 'kmod', 'libkmod2']
+PYTHON_APT = ['python3-apt', 'python-apt-common', 'distro-info-data']
+# Only their files are used (inside the Ubuntu stand-ins); they are not served.
+EXTRACT = ['libcuda1', 'libnvidia-ml1', 'libnvidia-ptxjitcompiler1', 'nvidia-smi']
+
+UBUNTU_OS_RELEASE = textwrap.dedent('''\
+    PRETTY_NAME="Ubuntu 24.04.1 LTS"
+    NAME="Ubuntu"
+    VERSION_ID="24.04"
+    VERSION="24.04.1 LTS (Noble Numbat)"
+    VERSION_CODENAME=noble
+    ID=ubuntu
+    ID_LIKE=debian
+    HOME_URL="https://www.ubuntu.com/"
+    SUPPORT_URL="https://help.ubuntu.com/"
+    BUG_REPORT_URL="https://bugs.launchpad.net/ubuntu/"
+    PRIVACY_POLICY_URL="https://www.ubuntu.com/legal/terms-and-policies/privacy-policy"
+    UBUNTU_CODENAME=noble
+    LOGO=ubuntu-logo
+    ''')
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason='systemd-nspawn test hosts need root'),
+    pytest.mark.skipif(not all(shutil.which(tool) for tool in ('systemd-nspawn', 'dpkg-scanpackages', 'dpkg-deb', 'as', 'objcopy')),
+                       reason='needs systemd-container, dpkg-dev and binutils (tests/infra/fleet.sh deps; apt-get install dpkg-dev binutils)'),
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Stand-in packages
+# ---------------------------------------------------------------------------------------------------------------
+
+def build_deb(out, name, version, depends=(), provides=(), description='', files=None, links=None, postinst=None):
+    """A binary package NAME_VERSION_amd64.deb in OUT with FILES ({path in package: source path}) and LINKS."""
+    root = os.path.join(str(out), '.build', '%s_%s' % (name, version))
+    os.makedirs(os.path.join(root, 'DEBIAN'))
+    for dest, source in (files or {}).items():
+        target = os.path.join(root, dest.lstrip('/'))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy2(source, target)
+    for dest, target in (links or {}).items():
+        path = os.path.join(root, dest.lstrip('/'))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.symlink(target, path)
+    doc = os.path.join(root, 'usr', 'share', 'doc', name)
+    os.makedirs(doc)
+    with open(os.path.join(doc, 'README.llmops-standin'), 'w', encoding='utf-8') as handle:
+        handle.write('Stand-in built by tests/integration/test_nvidia_role_apt.py: real package name, version and dependency shape.\n')
+    control = ['Package: %s' % name, 'Version: %s' % version, 'Architecture: amd64', 'Maintainer: llmops.sglang tests <tests@invalid>',
+               'Section: restricted/libs', 'Priority: optional']
+    if depends:
+        control.append('Depends: %s' % ', '.join(depends))
+    if provides:
+        control.append('Provides: %s' % ', '.join(provides))
+    control.append('Description: %s' % (description or name))
+    control.append(' Stand-in for tests of llmops.sglang (not the real package).')
+    with open(os.path.join(root, 'DEBIAN', 'control'), 'w', encoding='utf-8') as handle:
+        handle.write('\n'.join(control) + '\n')
+    if postinst:
+        path = os.path.join(root, 'DEBIAN', 'postinst')
+        with open(path, 'w', encoding='utf-8') as handle:
+            handle.write('#!/bin/sh\nset -e\n%s\n' % postinst)
+        os.chmod(path, 0o755)
+    built = th.run(['dpkg-deb', '--root-owner-group', '-Zgzip', '-z1', '--build', root,
+                    os.path.join(str(out), '%s_%s_amd64.deb' % (name, version))])
+    assert built.returncode == 0, built.stderr
+    shutil.rmtree(root)
+
+
+def nvidia_ko(work, version, flavor):
+    """A real ELF relocatable object named nvidia.ko whose .modinfo section says VERSION and the FLAVOR's license."""
+    path = os.path.join(str(work), 'nvidia-%s-%s.ko' % (version, flavor))
+    if os.path.exists(path):
+        return path
+    license_ = 'Dual MIT/GPL' if flavor == 'open' else 'NVIDIA'
+    fields = ['license=%s' % license_, 'version=%s' % version, 'description=NVIDIA kernel module (llmops.sglang test stand-in)',
+              'name=nvidia', 'vermagic=%s SMP preempt mod_unload modversions ' % KERNEL]
+    info = os.path.join(str(work), 'modinfo-%s-%s.bin' % (version, flavor))
+    with open(info, 'wb') as handle:
+        handle.write(b''.join(field.encode() + b'\0' for field in fields))
+    empty = os.path.join(str(work), 'empty.o')
+    if not os.path.exists(empty):
+        done = th.run(['as', '/dev/null', '-o', empty])
+        assert done.returncode == 0, done.stderr
+    done = th.run(['objcopy', '--add-section', '.modinfo=%s' % info, '--set-section-flags', '.modinfo=alloc,readonly', empty, path])
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def kernel_package(out, work, name, version, flavor, depends=()):
+    upstream = version.split('-', 1)[0]
+    build_deb(out, name, version, depends=['kmod'] + list(depends),
+              description='NVIDIA kernel module (%s, DKMS-built module file)' % flavor,
+              files={'/lib/modules/%s/updates/dkms/nvidia.ko' % KERNEL: nvidia_ko(work, upstream, flavor)},
+              postinst='if [ "$1" = configure ]; then depmod -a %s; fi' % KERNEL)
+
+
+def ubuntu_standins(out, work, extracted):
+    """The Ubuntu archive's 535-server packages (see the module docstring)."""
+    libdir = '/usr/lib/x86_64-linux-gnu'
+    libs, links = {}, {}
+    for path in sorted(glob.glob(os.path.join(extracted, 'usr', 'lib', 'x86_64-linux-gnu', 'nvidia', 'current', 'lib*.so.%s' % UBU_V))):
+        base = os.path.basename(path)
+        libs['%s/%s' % (libdir, base)] = path
+        links['%s/%s' % (libdir, base.replace('.so.%s' % UBU_V, '.so.1'))] = base
+    assert len(libs) == 3, libs
+    build_deb(out, 'libnvidia-compute-535-server', UBU_R, depends=['libc6'], description='NVIDIA libcompute package',
+              files=libs, links=links, postinst='if [ "$1" = configure ]; then ldconfig; fi')
+    build_deb(out, 'nvidia-kernel-common-535-server', UBU_R, provides=['nvidia-kernel-common-535-server-%s' % UBU_V],
+              description='Shared files used with the kernel module')
+    build_deb(out, 'nvidia-utils-535-server', UBU_R,
+              depends=['libnvidia-compute-535-server (>= %s)' % UBU_V, 'nvidia-kernel-common-535-server-%s' % UBU_V],
+              description='NVIDIA Server Driver support binaries',
+              files={'/usr/bin/nvidia-smi': os.path.join(extracted, 'usr', 'lib', 'nvidia', 'current', 'nvidia-smi')})
+    for suffix, flavor in (('', 'proprietary'), ('-open', 'open')):
+        kernel_package(out, work, 'nvidia-dkms-535-server' + suffix, UBU_R, flavor,
+                       depends=['nvidia-kernel-common-535-server (>= %s)' % UBU_V])
+        build_deb(out, 'nvidia-headless-no-dkms-535-server' + suffix, UBU_R,
+                  depends=['libnvidia-compute-535-server (= %s)' % UBU_R, 'nvidia-kernel-common-535-server (= %s)' % UBU_R],
+                  description='NVIDIA headless metapackage - no DKMS')
+        build_deb(out, 'nvidia-headless-535-server' + suffix, UBU_R,
+                  depends=['nvidia-headless-no-dkms-535-server%s (= %s)' % (suffix, UBU_R), 'nvidia-dkms-535-server%s (= %s)' % (suffix, UBU_R)],
+                  description='NVIDIA headless metapackage')
+
+
+def cuda_and_debian_standins(out, work):
+    """NVIDIA's CUDA repository (Debian 12) names before and from R590, and Debian's own kernel-side names."""
+    kernel_package(out, work, 'nvidia-kernel-dkms', DEB_R, 'proprietary')
+    kernel_package(out, work, 'nvidia-kernel-open-dkms', DEB_R, 'open')    # CUDA repository's name
+    kernel_package(out, work, 'nvidia-open-kernel-dkms', DEB_R, 'open')    # Debian's name
+    for release in (DEB_R, CUDA_NEW_R):
+        if release == CUDA_NEW_R:
+            kernel_package(out, work, 'nvidia-kernel-dkms', release, 'proprietary')
+            kernel_package(out, work, 'nvidia-kernel-open-dkms', release, 'open')
+            for name in ('libcuda1', 'libnvidia-ml1', 'nvidia-smi'):
+                build_deb(out, name, release, description='NVIDIA %s (empty stand-in: no real %s files here)' % (name, CUDA_NEW_V))
+        build_deb(out, 'nvidia-driver-cuda', release, depends=['%s (= %s)' % (name, release) for name in ('libcuda1', 'libnvidia-ml1', 'nvidia-smi')],
+                  description='NVIDIA driver CUDA integration components')
+        suffix = '-535' if release == DEB_R else ''
+        build_deb(out, 'cuda-drivers' + suffix, release, depends=['nvidia-driver-cuda (= %s)' % release, 'nvidia-kernel-dkms (= %s)' % release],
+                  description='CUDA Driver meta-package, branch-specific')
+        build_deb(out, 'nvidia-open' + suffix, release, depends=['nvidia-driver-cuda (= %s)' % release, 'nvidia-kernel-open-dkms (= %s)' % release],
+                  description='NVIDIA open kernel module driver meta-package')
+
+
+@pytest.fixture(scope='module')
+def repo(tmp_path_factory):
+    work = tmp_path_factory.mktemp('nvidia-role-apt')
+    served = work / 'repo'
+    served.mkdir()
+    extract_dir = work / 'extract-debs'
+    extract_dir.mkdir()
+    specs = ['%s=%s' % (name, DEB_R) for name in DRIVER] + HELPERS + PYTHON_APT
+    env = th.apt_env(work)
+    error = (th.apt_update(env) or th.apt_download(env, specs, served)
+             or th.apt_download(env, ['%s=%s' % (name, DEB_SECURITY_R) for name in EXTRACT], extract_dir))
+    if error:
+        pytest.skip('cannot download Debian packages from deb.debian.org: %s' % error)
+    extracted = str(work / 'extracted')
+    for deb in glob.glob(str(extract_dir / '*.deb')):
+        done = th.run(['dpkg-deb', '-x', deb, extracted])
+        assert done.returncode == 0, done.stderr
+    ubuntu_standins(served, work, extracted)
+    cuda_and_debian_standins(served, work)
+    shutil.rmtree(served / '.build', ignore_errors=True)
+    th.flat_repo(served)
+    deps = th.run([th.FLEET, 'deps'])
+    assert deps.returncode == 0, deps.stderr[-2000:]
+    state = {'dir': served, 'work': work, 'server': th.HubServer(served), 'nodes': []}
+    try:
+        yield state
+    finally:
+        state['server'].stop()
+        for name in state['nodes']:
+            th.down(name)
+
+
+def host(repo, letter, ubuntu=False):
+    """A fresh test host using only the hub repository; python3-apt (the apt module's need) installed from it."""
+    name = 'nvapt%s%d' % (letter, os.getpid() % 10000)
+    repo['nodes'].append(name)
+    node = th.boot(name, repo['work'])
+    # The hub bridge exists once a host is up; start() serves the repository there (once).
+    server = repo['server'].start()
+    command = ('rm -f /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; '
+               'echo "deb [trusted=yes] %s/ ./" > /etc/apt/sources.list.d/llmops-nvidia-test.list; apt-get update -q '
+               '&& DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends %s' % (server.url, ' '.join(PYTHON_APT)))
+    if ubuntu:
+        command += ' && rm -f /etc/os-release && cat > /etc/os-release <<"EOF"\n%sEOF' % UBUNTU_OS_RELEASE
+    prepared = th.ssh(node, command)
+    assert prepared.returncode == 0, prepared.stdout[-3000:] + prepared.stderr[-3000:]
+    return node
+
+
+def run_role(node, role_vars, tag):
+    """The role in a block; the result (or the failed task and its result) is written to a JSON file on the controller."""
+    out = os.path.join(node['work'], 'result-%s-%s.json' % (node['name'], tag))
+    playbook = os.path.join(node['work'], 'role-%s.yml' % node['name'])
+    with open(playbook, 'w', encoding='utf-8') as handle:
+        handle.write(textwrap.dedent('''\
+            - hosts: all
+              gather_facts: true
+              tasks:
+                - name: Run the role and record what happened
+                  block:
+                    - name: Install the NVIDIA driver
+                      ansible.builtin.include_role:
+                        name: llmops.sglang.nvidia_driver
+                    - name: Write the result
+                      ansible.builtin.copy:
+                        content: "{{ {'failed': false, 'match': nvidia_driver_match_result, 'facts': ansible_facts.distribution} | to_json }}"
+                        dest: "{{ result_file }}"
+                        mode: "0600"
+                      delegate_to: localhost
+                      # Test bookkeeping, not a change on the host: the recap counts only the role.
+                      changed_when: false
+                  rescue:
+                    - name: Write the failure
+                      ansible.builtin.copy:
+                        content: "{{ {'failed': true, 'task': ansible_failed_task.name, 'result': ansible_failed_result} | to_json }}"
+                        dest: "{{ result_file }}"
+                        mode: "0600"
+                      delegate_to: localhost
+            '''))
+    vars_file = os.path.join(node['work'], 'vars-%s-%s.json' % (node['name'], tag))
+    with open(vars_file, 'w', encoding='utf-8') as handle:
+        json.dump(dict(role_vars, result_file=out, nvidia_driver_repo_manage=False), handle)
+    if os.path.exists(out):
+        os.unlink(out)
+    proc = th.run_playbook(node, playbook, extra=['-e', '@' + vars_file])
+    recap = ([line for line in proc.stdout.splitlines() if re.match(r'^%s\s+:\s+ok=' % re.escape(node['name']), line)] or [''])[-1]
+    assert proc.returncode == 0 and os.path.exists(out), proc.stdout[-5000:] + proc.stderr[-3000:]
+    with open(out, encoding='utf-8') as handle:
+        result = json.load(handle)
+    result['stdout'] = proc.stdout
+    result['recap'] = recap
+    # The role must run clean on ansible-core 2.21 (no deprecated behaviour that 2.23 removes).
+    assert '[DEPRECATION WARNING]' not in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]
+    return result
+
+
+def packages(node, names):
+    out = th.ssh(node, "dpkg-query -W -f '${Package} ${Version} ${db:Status-Abbrev}\\n' %s 2>/dev/null; echo HOLDS; apt-mark showhold"
+                 % ' '.join(names)).stdout
+    listing, holds = out.split('HOLDS\n')
+    versions = {}
+    for line in listing.strip().splitlines():
+        name, version, status = line.split(' ', 2)
+        if status[1:2] == 'i':  # ii, or hi when held
+            versions[name] = version
+    return versions, set(holds.split())
+
+
+def host_text(node, command):
+    done = th.ssh(node, command)
+    return done.stdout.strip()
+
+
+def pin_file(node):
+    return host_text(node, 'cat /etc/apt/preferences.d/llmops-nvidia-driver 2>/dev/null || echo ABSENT')
+
+
+# Recorded /proc/driver/nvidia/version banners (tests/fixtures/nvidia, sources in its README) and the version in them.
+BANNERS = {
+    'proprietary': ('debian-bookworm-smi-525-module-520', '520.56.06'),
+    'open': ('ubuntu2404-open-565-proc-only', '565.57.01'),
+}
+
+
+def set_module(node, version, flavor):
+    """Stand-in for the loaded module: a recorded banner of FLAVOR carrying VERSION at /proc/driver/nvidia/version in the host."""
+    case, recorded = BANNERS[flavor]
+    with open(os.path.join(th.CORPUS, case, 'proc_driver_nvidia_version.txt'), encoding='utf-8') as handle:
+        text = handle.read().replace(recorded, version)
+    done = th.nsenter(node, 'mountpoint -q /proc/driver || mount -t tmpfs -o mode=0755 tmpfs /proc/driver; mkdir -p /proc/driver/nvidia; '
+                            'cat > /proc/driver/nvidia/version', stdin=text)
+    assert done.returncode == 0, done.stderr
+
+
+def nspawn_running(node):
+    """Whether the host's systemd-nspawn process (PID recorded by fleet.sh) is still there."""
+    try:
+        with open(os.path.join(th.fleet_dir(), 'nodes', node['name'] + '.pid'), encoding='utf-8') as handle:
+            pid = handle.read().strip()
+        with open('/proc/%s/comm' % pid, encoding='utf-8') as handle:
+            return handle.read().strip() == 'systemd-nspawn'
+    except OSError:
+        return False
+
+
+def console_log(node):
+    """The host's console (what systemd in the container printed), kept by fleet.sh."""
+    with open(os.path.join(th.fleet_dir(), 'nodes', node['name'] + '.log'), encoding='utf-8', errors='replace') as handle:
+        return handle.read()
+
+
+BASE = {'nvidia_driver_kernel_headers': False, 'nvidia_driver_reboot': False}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tests
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_ubuntu_archive_open_server_exact_pin(repo):
+    """source auto on Ubuntu -> Ubuntu archive, -server, -open; exact pin, holds, loaded module already that version."""
+    node = host(repo, 'u', ubuntu=True)
+    set_module(node, UBU_V, 'open')
+    boot_id = host_text(node, 'cat /proc/sys/kernel/random/boot_id')
+    role_vars = dict(BASE, nvidia_driver_version=UBU_V, nvidia_driver_flavor='open', nvidia_driver_gpu_arch='hopper',
+                     nvidia_driver_reboot=True)
+    result = run_role(node, role_vars, 'first')
+    assert result['failed'] is False, json.dumps(result.get('result'))[-3000:] + result['stdout'][-3000:]
+    assert result['facts'] == 'Ubuntu'
+    assert 'from ubuntu' in result['stdout'] and 'open kernel modules' in result['stdout']
+    match = result['match']
+    assert match['match'] is True and match['kernel_module']['version'] == UBU_V and match['kernel_module']['flavor'] == 'open'
+    assert match['userspace']['libraries'] == {'libcuda.so': UBU_V, 'libnvidia-ml.so': UBU_V, 'libnvidia-ptxjitcompiler.so': UBU_V}
+    versions, holds = packages(node, ['nvidia-headless-535-server-open', 'nvidia-headless-no-dkms-535-server-open', 'nvidia-dkms-535-server-open',
+                                      'nvidia-utils-535-server', 'libnvidia-compute-535-server', 'nvidia-kernel-common-535-server',
+                                      'nvidia-headless-535-server', 'nvidia-dkms-535-server'])
+    assert versions == {name: UBU_R for name in ('nvidia-headless-535-server-open', 'nvidia-headless-no-dkms-535-server-open',
+                                                 'nvidia-dkms-535-server-open', 'nvidia-utils-535-server', 'libnvidia-compute-535-server',
+                                                 'nvidia-kernel-common-535-server')}
+    # The named packages and every user-space package the module counts are held; kernel-side ones are not its business.
+    assert {'nvidia-headless-535-server-open', 'nvidia-utils-535-server', 'libnvidia-compute-535-server',
+            'nvidia-headless-no-dkms-535-server-open'} <= holds
+    assert 'Pin: version %s-*' % UBU_V in pin_file(node) and 'Pin-Priority: 1001' in pin_file(node)
+    assert host_text(node, 'modinfo -F version nvidia; modinfo -F license nvidia').splitlines() == [UBU_V, 'Dual MIT/GPL']
+    # The module on disk is the loaded one: no reboot although nvidia_driver_reboot is true.
+    assert 'A reboot is pending' not in result['stdout']
+    assert nspawn_running(node) and host_text(node, 'cat /proc/sys/kernel/random/boot_id') == boot_id
+
+    second = run_role(node, role_vars, 'second')
+    assert second['failed'] is False and 'changed=0' in second['recap'], second['recap'] + second['stdout'][-3000:]
+
+
+def test_cuda_repo_branch_names_no_module_loaded_reboot_pending(repo):
+    """source cuda, R535 (branch in the names), proprietary by the branch rule; no module loaded -> reboot pending."""
+    node = host(repo, 'c')
+    role_vars = dict(BASE, nvidia_driver_source='cuda', nvidia_driver_version=DEB_V, nvidia_driver_gpu_arch='hopper')
+    result = run_role(node, role_vars, 'first')
+    # Installed, then refused: the module file on disk is not loaded, and the role may not reboot.
+    assert result['failed'] is True and result['task'] == 'Assert that module and user space match', result
+    assert 'a reboot is pending' in result['result']['msg'] and 'nvidia_driver_reboot is false' in result['result']['msg']
+    assert 'loaded module is none' in result['result']['msg'], result['result']['msg']
+    assert 'A reboot is pending: the NVIDIA kernel module on disk is %s, the loaded module is none' % DEB_V in result['stdout']
+    versions, holds = packages(node, ['cuda-drivers-535', 'nvidia-driver-cuda', 'nvidia-kernel-dkms', 'libcuda1', 'libnvidia-ml1', 'nvidia-smi',
+                                      'nvidia-open-535', 'cuda-drivers'])
+    assert versions == {name: DEB_R for name in ('cuda-drivers-535', 'nvidia-driver-cuda', 'nvidia-kernel-dkms', 'libcuda1', 'libnvidia-ml1',
+                                                 'nvidia-smi')}
+    assert {'cuda-drivers-535', 'nvidia-driver-cuda', 'libcuda1', 'libnvidia-ml1', 'nvidia-smi'} <= holds
+    assert 'nvidia-kernel-dkms' not in holds
+    assert 'Pin: version %s-*' % DEB_V in pin_file(node)
+    assert host_text(node, 'modinfo -F license nvidia') == 'NVIDIA'
+
+    # After the reboot the new module is loaded: nothing to install, and the verification passes.
+    set_module(node, DEB_V, 'proprietary')
+    second = run_role(node, role_vars, 'after-reboot')
+    assert second['failed'] is False, second.get('result')
+    assert 'changed=0' in second['recap'], second['recap'] + second['stdout'][-3000:]
+    assert second['match']['match'] is True and second['match']['kernel_module']['source'] == '/proc/driver/nvidia/version'
+
+
+def test_cuda_repo_from_r590_blackwell_open_reboots(repo):
+    """source cuda, branch 590 (no branch in the names), Blackwell forces open; nvidia_driver_reboot=true reboots the host."""
+    node = host(repo, 'r')
+    role_vars = dict(BASE, nvidia_driver_source='cuda', nvidia_driver_branch='590', nvidia_driver_gpu_arch='blackwell',
+                     nvidia_driver_reboot=True, nvidia_driver_reboot_timeout=20)
+    result = run_role(node, role_vars, 'first')
+    assert 'open kernel modules' in result['stdout'] and 'branch 590' in result['stdout']
+    # Packages are in before the reboot.
+    assert result['failed'] is True and result['task'] == 'Reboot into the new kernel module', result
+    assert 'A reboot is pending' not in result['stdout']
+    # systemd in the host rebooted; nspawn (no unit to restart it) ended with it: see the module docstring.
+    assert 'Rebooting.' in console_log(node)
+    assert not nspawn_running(node)
+    assert 'boot time' in result['result'].get('msg', '') or 'timed out' in result['result'].get('msg', '').lower(), result['result']
+
+
+def test_cuda_repo_from_r590_packages_and_no_pin(repo):
+    """The R590 names (nvidia-open, no branch) at the newest version, no exact pin file, holds; module loaded: no reboot."""
+    node = host(repo, 'n')
+    set_module(node, CUDA_NEW_V, 'open')
+    role_vars = dict(BASE, nvidia_driver_source='cuda', nvidia_driver_branch='590', nvidia_driver_gpu_arch='blackwell')
+    result = run_role(node, role_vars, 'first')
+    assert result['failed'] is False, json.dumps(result.get('result'))[-3000:]
+    versions, holds = packages(node, ['nvidia-open', 'nvidia-driver-cuda', 'nvidia-kernel-open-dkms', 'libcuda1', 'nvidia-open-535', 'cuda-drivers'])
+    assert versions == {name: CUDA_NEW_R for name in ('nvidia-open', 'nvidia-driver-cuda', 'nvidia-kernel-open-dkms', 'libcuda1')}
+    assert {'nvidia-open', 'nvidia-driver-cuda', 'libcuda1'} <= holds
+    assert pin_file(node) == 'ABSENT'
+    assert host_text(node, 'modinfo -F version nvidia') == CUDA_NEW_V
+
+
+def test_debian_nonfree_open_headers_then_reboot_pending(repo):
+    """source debian, open -> nvidia-open-kernel-dkms + libcuda1 libnvidia-ml1 nvidia-smi (real Debian user space)."""
+    node = host(repo, 'd')
+    set_module(node, '535.216.01', 'open')
+    role_vars = dict(BASE, nvidia_driver_source='debian', nvidia_driver_version=DEB_V, nvidia_driver_flavor='open')
+
+    # Default nvidia_driver_kernel_headers: this kernel has no headers package; the role says so and installs nothing.
+    headers = run_role(node, dict(role_vars, nvidia_driver_kernel_headers=True), 'headers')
+    assert headers['failed'] is True and headers['task'] == 'Explain the missing kernel headers', headers
+    assert 'linux-headers-%s' % KERNEL in headers['result']['msg'] and 'nvidia_driver_kernel_headers to false' in headers['result']['msg']
+    assert packages(node, ['libcuda1'])[0] == {}
+
+    result = run_role(node, role_vars, 'first')
+    assert result['failed'] is True and result['task'] == 'Assert that module and user space match', result
+    msg = result['result']['msg']
+    assert 'a reboot is pending' in msg and 'on disk is %s' % DEB_V in msg and 'loaded module is 535.216.01' in msg, msg
+    versions, holds = packages(node, ['nvidia-open-kernel-dkms', 'libcuda1', 'libnvidia-ml1', 'nvidia-smi', 'nvidia-kernel-dkms'])
+    assert versions == {name: DEB_R for name in ('nvidia-open-kernel-dkms', 'libcuda1', 'libnvidia-ml1', 'nvidia-smi')}
+    assert {'libcuda1', 'libnvidia-ml1', 'nvidia-smi'} <= holds
+    assert host_text(node, 'modinfo -F license nvidia') == 'Dual MIT/GPL'
