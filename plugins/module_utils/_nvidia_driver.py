@@ -769,8 +769,8 @@ def evaluate(evidence):
         module_version, module_source = current_api[-1]['module'], 'kernel log (NVRM API mismatch)'
     if module_version is None and last_load is not None and not unloaded_after:
         module_version, module_source = last_load['version'], 'kernel log (NVRM loading banner)'
-    if module_version is None and modinfo['version']:
-        module_version, module_source = modinfo['version'], 'modinfo (module file on disk)'
+    # modinfo reads the module FILE on disk: it is module_file_version, never the loaded module (a host that has
+    # installed a driver but not rebooted has a file and no loaded module).
     if last_load is not None and unloaded_after:
         notes.append('the kernel log shows the NVIDIA stack unloaded after loading %s' % last_load['version'])
 
@@ -787,7 +787,8 @@ def evaluate(evidence):
         flavor, flavor_source = 'proprietary', "kernel log (module license 'NVIDIA' taints kernel)"
     if flavor is None and any(event['kind'] == 'license_open' for event in log_events):
         flavor, flavor_source = 'open', "kernel log (module license 'Dual MIT/GPL')"
-    if flavor is None and modinfo['license'] and (module_version is None or modinfo['version'] in (None, module_version)):
+    # The file's license is the loaded module's flavor only when the file is the loaded version.
+    if flavor is None and modinfo['license'] and module_version is not None and modinfo['version'] in (None, module_version):
         flavor = flavor_from_license(modinfo['license'])
         flavor_source = 'modinfo license' if flavor else None
     major = _major(module_version)

@@ -227,11 +227,20 @@ def test_modinfo():
     assert nd.flavor_from_license('GPL') is None
 
 
-def test_modinfo_is_last_resort_for_the_version_and_gives_the_flavor():
+def test_a_module_file_on_disk_is_not_a_loaded_module():
+    # installed, not rebooted: modinfo reads the file, nothing is loaded (the nvidia_driver role then reboots)
     facts = nd.evaluate({'modinfo': MODINFO_OPEN})
-    assert facts['kernel_module_version'] == '595.80'
-    assert facts['kernel_module_source'].startswith('modinfo')
-    assert facts['kernel_module_flavor'] == 'open'
+    assert facts['kernel_module_version'] is None
+    assert facts['module_file_version'] == '595.80'
+    assert facts['kernel_module_flavor'] is None
+    assert facts['match'] is None
+
+
+def test_modinfo_gives_the_flavor_of_the_loaded_module_when_it_is_that_file():
+    facts = nd.evaluate({'modinfo': MODINFO_OPEN, 'sys_module_version': '595.80\n'})
+    assert (facts['kernel_module_version'], facts['kernel_module_flavor']) == ('595.80', 'open')
+    facts = nd.evaluate({'modinfo': MODINFO_OPEN, 'sys_module_version': '590.48.01\n'})
+    assert (facts['kernel_module_version'], facts['kernel_module_flavor']) == ('590.48.01', None)
 
 
 # ---------------------------------------------------------------------------
@@ -346,7 +355,7 @@ def test_lookalike_modeset_is_not_userspace_drift():
 
 def test_lookalike_gsp_firmware_is_not_userspace_drift():
     facts = nd.evaluate({'kernel_log': GSP_MISMATCH, 'modinfo': 'version:        595.58.03\n'})
-    assert facts['kernel_module_version'] == '595.58.03'
+    assert facts['module_file_version'] == '595.58.03'
     assert facts['match'] is None
     assert [finding['kind'] for finding in facts['findings']] == ['gsp-firmware-mismatch']
 
