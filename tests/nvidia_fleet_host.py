@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Test hosts for the NVIDIA driver fix tests (tests/integration/test_nvidia_fix_{apt,dnf}.py).
+"""Test hosts for the NVIDIA driver tests (tests/integration/test_nvidia_fix_{apt,dnf}.py, test_nvidia_role_apt.py;
+test_nvidia_driver_match_ns.py uses only the apt download helpers and the paths).
 
 Shared set-up, nothing NVIDIA-specific is faked here except the loaded kernel module:
 
@@ -14,15 +15,19 @@ Shared set-up, nothing NVIDIA-specific is faked here except the loaded kernel mo
 - :func:`boot`, :func:`ssh`, :func:`down`: systemd-nspawn hosts from tests/infra/fleet.sh.
 - :func:`set_module`: the stand-in for the loaded kernel module, /proc/driver/nvidia/version as a tmpfs
   file in the host's mount namespace holding the corpus' proprietary banner with the version under test.
-- :func:`run_playbook`: ansible-playbook over real SSH against one host.
+- :func:`run_playbook`: ansible-playbook over real SSH against one host; :func:`run_match`: the
+  nvidia_driver_match module through it (playbook from :func:`match_playbook`), its result (failed or
+  not) written out as JSON.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
+import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -186,6 +191,45 @@ def run_playbook(node, playbook, check_mode=False, extra=()):
     if check_mode:
         argv += ['--check', '--diff']
     return run(argv, env=env)
+
+
+def match_playbook(path, args, out, hosts='all', check_mode=None):
+    """Write to PATH a playbook running llmops.sglang.nvidia_driver_match with ARGS on HOSTS; its result goes to OUT on the controller.
+
+    The module's failure is a result too (ignore_errors).  CHECK_MODE True or False sets check mode on the
+    module task alone; None leaves it to the command line (--check).
+    """
+    task_check_mode = '' if check_mode is None else '\n      check_mode: %s' % ('true' if check_mode else 'false')
+    with open(str(path), 'w', encoding='utf-8') as handle:
+        handle.write(textwrap.dedent('''\
+            - hosts: %s
+              gather_facts: false
+              tasks:
+                - name: Run nvidia_driver_match
+                  llmops.sglang.nvidia_driver_match: %s
+                  register: nvidia%s
+                  # The failure is the result under test; it is written out and asserted by pytest.
+                  ignore_errors: true
+                - name: Write the result
+                  ansible.builtin.copy:
+                    content: "{{ nvidia | to_json }}"
+                    dest: %s
+                    mode: "0600"
+                  delegate_to: localhost
+                  check_mode: false
+            ''') % (hosts, json.dumps(args), task_check_mode, out))
+
+
+def run_match(node, args, check_mode=False):
+    """nvidia_driver_match with ARGS against NODE over SSH (with --check --diff if CHECK_MODE); returns the module's result."""
+    tag = os.urandom(4).hex()
+    out = os.path.join(node['work'], 'result-%s.json' % tag)
+    playbook = os.path.join(node['work'], 'match-%s.yml' % tag)
+    match_playbook(playbook, args, out)
+    proc = run_playbook(node, playbook, check_mode=check_mode)
+    assert proc.returncode == 0 and os.path.exists(out), proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(out, encoding='utf-8') as handle:
+        return json.load(handle)
 
 
 def recap_changed(stdout, name):

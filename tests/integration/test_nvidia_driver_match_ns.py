@@ -33,28 +33,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
-CORPUS = os.path.join(REPO, 'tests', 'fixtures', 'nvidia')
-COLLECTIONS = os.environ.get('LLMOPS_COLLECTIONS_PATH', '/tmp/coll')
-ANSIBLE_PLAYBOOK = os.environ.get('ANSIBLE_PLAYBOOK', os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nvidia_fleet_host as fh  # noqa: E402  pylint: disable=wrong-import-position
+
+CORPUS, COLLECTIONS, ANSIBLE_PLAYBOOK = fh.CORPUS, fh.COLLECTIONS, fh.ANSIBLE_PLAYBOOK
 TARGET_PYTHON = os.environ.get('LLMOPS_TARGET_PYTHON', '/usr/bin/python3')
 VERSION = '535.261.03'
 REVISION = '1'
 PACKAGES = ['libnvidia-ml1', 'libcuda1', 'nvidia-smi']
-SOURCES = textwrap.dedent('''\
-    Types: deb
-    URIs: http://deb.debian.org/debian
-    Suites: bookworm
-    Components: main contrib non-free
-    Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-    ''')
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='mount namespaces need root'),
@@ -64,33 +54,22 @@ pytestmark = [
 ]
 
 
-def _run(argv, **kwargs):
-    return subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)
-
-
 @pytest.fixture(scope='module')
 def stage(tmp_path_factory):
     """Download the real Debian packages and build the loader cache and dpkg status copy."""
     work = tmp_path_factory.mktemp('nvidia-ns')
-    apt = work / 'apt'
-    for sub in ('etc/sources.list.d', 'etc/apt.conf.d', 'etc/preferences.d', 'state/lists/partial', 'cache/archives/partial'):
-        (apt / sub).mkdir(parents=True)
-    (apt / 'etc' / 'sources.list').write_text('')
-    (apt / 'etc' / 'sources.list.d' / 'debian.sources').write_text(SOURCES)
-    (apt / 'apt.conf').write_text('Dir::Etc "%s/etc/";\nDir::State "%s/state/";\nDir::Cache "%s/cache/";\n' % (apt, apt, apt))
-    env = dict(os.environ, APT_CONFIG=str(apt / 'apt.conf'), LC_ALL='C')
     debs = work / 'debs'
     debs.mkdir()
-    update = _run(['apt-get', 'update', '-q'], env=env)
-    download = _run(['apt-get', 'download'] + ['%s=%s-%s' % (name, VERSION, REVISION) for name in PACKAGES], env=env, cwd=str(debs))
-    if update.returncode != 0 or download.returncode != 0:
-        pytest.skip('cannot download Debian non-free packages from deb.debian.org: %s' % (update.stderr + download.stderr)[-500:])
+    env = fh.apt_env(work)
+    error = fh.apt_update(env) or fh.apt_download(env, ['%s=%s-%s' % (name, VERSION, REVISION) for name in PACKAGES], debs)
+    if error:
+        pytest.skip('cannot download Debian non-free packages from deb.debian.org: %s' % error)
 
     root = work / 'root'
     status = open('/var/lib/dpkg/status', encoding='utf-8').read().rstrip('\n') + '\n\n'
     for deb in sorted(debs.iterdir()):
-        assert _run(['dpkg-deb', '-x', str(deb), str(root)]).returncode == 0
-        control = _run(['dpkg-deb', '-f', str(deb)]).stdout
+        assert fh.run(['dpkg-deb', '-x', str(deb), str(root)]).returncode == 0
+        control = fh.run(['dpkg-deb', '-f', str(deb)]).stdout
         lines = control.rstrip('\n').splitlines()
         lines.insert(1, 'Status: install ok installed')
         status += '\n'.join(lines) + '\n\n'
@@ -104,7 +83,7 @@ def stage(tmp_path_factory):
         with open(os.path.join('/etc/ld.so.conf.d', name), encoding='utf-8') as handle:
             dirs += [line.strip() for line in handle if line.strip() and not line.startswith('#')]
     conf.write_text('\n'.join(dirs + [str(libdir)]) + '\n')
-    built = _run(['ldconfig', '-X', '-C', str(work / 'ld.so.cache'), '-f', str(conf)])
+    built = fh.run(['ldconfig', '-X', '-C', str(work / 'ld.so.cache'), '-f', str(conf)])
     assert built.returncode == 0, built.stderr
 
     bindir = work / 'bin'
@@ -119,22 +98,7 @@ def run_module(stage, name, proc_text=None, sys_version=None, args=None, check_m
     case.mkdir()
     result_file = case / 'result.json'
     playbook = case / 'play.yml'
-    playbook.write_text(textwrap.dedent('''\
-        - hosts: localhost
-          gather_facts: false
-          tasks:
-            - name: Compare the loaded NVIDIA module with user space
-              llmops.sglang.nvidia_driver_match: %s
-              register: nvidia
-              check_mode: %s
-              # The failure is the result under test; it is written out and asserted by pytest.
-              ignore_errors: true
-            - name: Write the result
-              ansible.builtin.copy:
-                content: "{{ nvidia | to_json }}"
-                dest: %s
-                mode: "0600"
-        ''') % (json.dumps(args or {}), 'true' if check_mode else 'false', result_file))
+    fh.match_playbook(playbook, args or {}, result_file, hosts='localhost', check_mode=check_mode)
     script = ['set -e']
     if proc_text is not None:
         (case / 'version').write_text(proc_text)
@@ -151,7 +115,7 @@ def run_module(stage, name, proc_text=None, sys_version=None, args=None, check_m
                PATH='%s:%s' % (stage / 'bin', os.environ.get('PATH', '/usr/bin:/bin')))
     argv = ['unshare', '-m', '--propagation', 'private', 'bash', '-c', '\n'.join(script), 'ns',
             ANSIBLE_PLAYBOOK, '-c', 'local', '-i', 'localhost,', '-e', 'ansible_python_interpreter=%s' % TARGET_PYTHON, str(playbook)]
-    proc = _run(argv, env=env, timeout=300)
+    proc = fh.run(argv, env=env, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return json.loads(result_file.read_text())
 
@@ -165,7 +129,7 @@ def test_host_view_is_untouched_outside_the_namespace(stage):
     run_module(stage, 'untouched', proc_text=corpus('truenas-module-580-173-nvml-580-178'), sys_version='580.173.02')
     assert not os.path.exists('/proc/driver/nvidia/version')
     assert not os.path.exists('/sys/module/nvidia')
-    assert 'libnvidia-ml1' not in _run(['dpkg-query', '-W', 'libnvidia-ml1']).stdout
+    assert 'libnvidia-ml1' not in fh.run(['dpkg-query', '-W', 'libnvidia-ml1']).stdout
 
 
 def test_match(stage):
