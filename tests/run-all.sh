@@ -121,15 +121,10 @@ bash "$REPO/tests/infra/fleet.sh" deps || setup_fail "apt-get install of the tes
 # ansible-test's shellcheck sanity test skips silently without the tool
 command -v shellcheck >/dev/null 2>&1 || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; } \
     || setup_fail "cannot install shellcheck"
-# tests/integration/test_nvidia_*_apt.py: local apt repositories (dpkg-scanpackages, dpkg-deb from dpkg-dev) and a
-# stand-in nvidia.ko ELF file (as, objcopy from binutils)
-for tool_pkg in dpkg-scanpackages:dpkg-dev objcopy:binutils; do
-    command -v "${tool_pkg%%:*}" >/dev/null 2>&1 || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${tool_pkg#*:}" >/dev/null; } \
-        || setup_fail "cannot install ${tool_pkg#*:}"
-done
-# tests/integration/test_nvidia_fix_dnf.py: the stand-in rpm repository (rpmbuild from rpm, createrepo_c from createrepo-c)
-# and the flat apt repository of Debian's dnf for its test hosts (dpkg-scanpackages from dpkg-dev)
-for tool_pkg in rpmbuild:rpm createrepo_c:createrepo-c dpkg-scanpackages:dpkg-dev; do
+# The NVIDIA integration tests build local package repositories for their test hosts: flat apt repositories
+# (dpkg-scanpackages, dpkg-deb: dpkg-dev), a stand-in nvidia.ko ELF file (objcopy: binutils), and an rpm repository
+# (rpmbuild: rpm, createrepo_c: createrepo-c).
+for tool_pkg in dpkg-scanpackages:dpkg-dev objcopy:binutils rpmbuild:rpm createrepo_c:createrepo-c; do
     command -v "${tool_pkg%%:*}" >/dev/null 2>&1 || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${tool_pkg#*:}" >/dev/null; } \
         || setup_fail "cannot install ${tool_pkg#*:}"
 done
