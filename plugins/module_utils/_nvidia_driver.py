@@ -1128,7 +1128,6 @@ _pin_name = pin_name
 _pin_version = pin_version
 
 
-
 def _refuse_unsafe_plan(tool, plan, pins, replaced, argv, out):
     """Refuse a dry-run plan (``{'install': [(name, ...)], 'remove': [(name, ...)]}``) that removes packages the fix
     does not replace, or installs kernel-side packages. Raises FixError naming them."""
@@ -1140,6 +1139,7 @@ def _refuse_unsafe_plan(tool, plan, pins, replaced, argv, out):
     if kernel:
         raise FixError('%s would also install or upgrade kernel-side packages (%s) to install %s; the fix never touches the kernel module. '
                        'Install matching user space by hand' % (tool, ', '.join(kernel), ' '.join(pins)), argv=argv, stdout=out)
+
 
 class NvidiaDriverHost:
     """Evidence gathering and the package fix on the managed host."""

@@ -48,6 +48,8 @@ F_ADD_NORM = 'srt/layers/layer_boundary/residual/add_norm.py'
 F_SERVER_ARGS = 'srt/server_args.py'
 F_OVERRIDES = 'srt/arg_groups/overrides.py'
 F_COMM_FUSION = 'srt/layers/flashinfer_comm_fusion.py'
+# Every file a site may edit, relative to the sglang package directory.
+PATCH_FILES = (F_COMMUNICATOR, F_ADD_NORM, F_SERVER_ARGS, F_OVERRIDES, F_COMM_FUSION)
 
 # Run with the target's interpreter: locate sglang without importing it.  importlib.util.find_spec
 # on a top-level name only runs the path finders; the current directory is dropped from sys.path

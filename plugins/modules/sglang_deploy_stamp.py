@@ -12,12 +12,13 @@ short_description: Record what a deployment of an SGLang unit left on the host, 
 version_added: 0.1.0
 description:
   - With O(state=present), writes a deployment record to O(path) (JSON, mode C(0600), written atomically) holding
-    O(fingerprint), the sha256 of every file in O(files), a digest of the installed C(sglang) package tree (the path,
-    size and modification time of each of its files, byte-code caches left out) with its version, and the current
+    O(fingerprint), the sha256 of every file in O(files), a digest of the installed C(sglang) package with its
+    version (the distributions installed in its environment, the files of its C(dist-info) by size and modification
+    time, and the content of the source files M(llmops.sglang.sglang_patch_sm120) edits), and the current
     C(InvocationID) of O(unit).
   - With O(state=query), compares the host with that record and returns RV(current=true) only when nothing differs
     (same fingerprint, every managed file has the recorded sha256 or is still absent, SGLang has the same version and
-    an unchanged package tree, the unit is active, enabled, needs no daemon-reload and was not restarted since the
+    an unchanged installation, the unit is active, enabled, needs no daemon-reload and was not restarted since the
     record was written, and with O(health_url) the server answers C(GET /health) with 200). Otherwise RV(reasons)
     lists every difference. It never fails because the host differs.
   - The P(llmops.sglang.sglang_service#role) role uses it on every run; when the host is current, the run is this one
@@ -92,8 +93,8 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - The package tree digest uses file metadata, not contents, so it costs a few milliseconds for SGLang's ~2000 files;
-    every C(pip install), patch and revert rewrites the files it touches.
+  - The installation digest covers what a deploy controls (versions, patches), not every one of SGLang's ~3300 files; a
+    hand edit of another SGLang source file is not seen (a deploy would not undo it either).
   - The fingerprint is a sha256 over values that include secrets (API key, tokens); the record is root-only (C(0600)).
 seealso:
   - module: llmops.sglang.wait_for_sglang
@@ -174,6 +175,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils import _deploy_stamp as ds
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
 from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import (
+    PATCH_FILES,
     PatchError,
     _resolve_python,
     locate_package,
@@ -193,7 +195,7 @@ def _sglang_now(module):
     except PatchError:
         # Not installed (yet): a first deploy creates the venv. Recorded and compared as "not installed".
         return None
-    tree, count = ds.tree_digest(package_dir)
+    tree, count = ds.install_digest(package_dir, PATCH_FILES)
     return {'path': package_dir, 'version': read_version(package_dir)[0], 'tree': tree, 'files': count}
 
 

@@ -80,7 +80,8 @@ def test_every_difference_is_named(files):
 def test_package_tree_and_location_changes(files):
     rec = record(files)
     assert ds.compare(rec, 'f1', files, dict(SGLANG, tree='b' * 64), RUNNING) == [
-        'files of SGLang 0.5.9 at %s changed (patch, revert, reinstall or hand edit)' % SGLANG['path']]
+        'the installation of SGLang 0.5.9 at %s changed (an SM120-patched source, its dist-info or the installed '
+        'distributions beside it)' % SGLANG['path']]
     assert ds.compare(rec, 'f1', files, dict(SGLANG, path='/srv/venv/sglang'), RUNNING) == [
         'SGLang moved from %s to /srv/venv/sglang' % SGLANG['path']]
     assert ds.compare(rec, 'f1', files, None, RUNNING) == ['SGLang was removed']
@@ -147,18 +148,37 @@ def test_same_record_ignores_only_the_time(files):
     assert not ds.same_record(None, later)
 
 
-def test_tree_digest_sees_edits_but_not_bytecode(tmp_path):
-    pkg = tmp_path / 'sglang'
-    (pkg / 'srt' / '__pycache__').mkdir(parents=True)
+def test_install_digest_sees_versions_reinstalls_and_patches(tmp_path):
+    site = tmp_path / 'site-packages'
+    pkg = site / 'sglang'
+    (pkg / 'srt').mkdir(parents=True)
+    (site / 'sglang-0.5.9.dist-info').mkdir()
+    (site / 'sglang-0.5.9.dist-info' / 'RECORD').write_text('sglang/__init__.py,,\n')
+    (site / 'flashinfer_python-0.6.17.dist-info').mkdir()
     source = pkg / 'srt' / 'server_args.py'
     source.write_text('x = 1\n')
-    (pkg / '__init__.py').write_text('')
-    before = ds.tree_digest(str(pkg))
-    assert before[1] == 2
+    watched = ['srt/server_args.py', 'srt/layers/communicator.py']
+    before = ds.install_digest(str(pkg), watched)
+    # two distributions, one dist-info file, two watched sources (one absent)
+    assert before[1] == 5
+    assert ds.install_digest(str(pkg), watched) == before
+    # byte code and files outside the watched set are not what a deploy controls
+    (pkg / 'srt' / '__pycache__').mkdir()
     (pkg / 'srt' / '__pycache__' / 'server_args.cpython-311.pyc').write_bytes(b'\0' * 16)
-    (pkg / 'srt' / 'stale.pyc').write_bytes(b'\0' * 16)
-    assert ds.tree_digest(str(pkg)) == before
-    st = source.stat()
-    source.write_text('x = 2\n')  # same size: the mtime tells
-    os.utime(str(source), ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
-    assert ds.tree_digest(str(pkg))[0] != before[0]
+    (pkg / 'srt' / 'other.py').write_text('y = 1\n')
+    assert ds.install_digest(str(pkg), watched) == before
+    # an SM120 patch: same size, other content
+    source.write_text('x = 2\n')
+    patched = ds.install_digest(str(pkg), watched)
+    assert patched[0] != before[0]
+    source.write_text('x = 1\n')
+    assert ds.install_digest(str(pkg), watched) == before
+    # pip install of another flashinfer-python beside it
+    os.rename(str(site / 'flashinfer_python-0.6.17.dist-info'), str(site / 'flashinfer_python-0.6.18.dist-info'))
+    assert ds.install_digest(str(pkg), watched)[0] != before[0]
+    os.rename(str(site / 'flashinfer_python-0.6.18.dist-info'), str(site / 'flashinfer_python-0.6.17.dist-info'))
+    # a reinstall of the same version rewrites sglang's RECORD
+    record = site / 'sglang-0.5.9.dist-info' / 'RECORD'
+    st = record.stat()
+    os.utime(str(record), ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
+    assert ds.install_digest(str(pkg), watched)[0] != before[0]

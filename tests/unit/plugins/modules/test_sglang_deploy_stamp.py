@@ -132,7 +132,8 @@ def test_hand_edits_and_sglang_changes_are_found(capsys, host, venv):
         assert res['current'] is False
         assert res['reasons'] == [
             '%s was changed on the host' % host['files'][1],
-            'files of SGLang 0.5.9 at %s changed (patch, revert, reinstall or hand edit)' % (venv['site'] / 'sglang'),
+            'the installation of SGLang 0.5.9 at %s changed (an SM120-patched source, its dist-info or the installed '
+            'distributions beside it)' % (venv['site'] / 'sglang'),
         ]
     finally:
         server_args.write_bytes(original)
