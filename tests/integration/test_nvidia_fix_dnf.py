@@ -41,13 +41,21 @@ them; a second run changes nothing; then the module moves to 535.309.01 while on
 from the repository (its metadata still lists it): dnf fails to download, and the previous packages and
 their version locks are still in place.  The role, in user-space-only mode on a "Rocky" host without
 NVIDIA packages, installs and locks the loaded module's version, its verify step proves the match, and
-a second run changes nothing.
+a second run changes nothing; then the module moves to 535.309.01: the role's own locks at 535.261.03 must not block
+the install, and one lock per package is left, at 535.309.01.  The full install below R590 uses the dnf module stream
+nvidia-driver:535-dkms from a second repository with the same rpms and module metadata (modules.yaml added with
+modifyrepo_c; Debian's libdnf is built with libmodulemd, so stream enabling and profile install are real), plus
+stand-ins for the kernel side (nvidia-driver, nvidia-kmod-common, kmod-nvidia-latest-dkms with a real ELF nvidia.ko
+whose .modinfo says the version; depmod and modinfo from Debian's kmod): without kernel-devel for the running kernel
+the role fails naming it; with nvidia_driver_kernel_headers false the stream is installed, nothing is loaded, and the
+role reports the pending reboot and fails verification naming it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -56,7 +64,9 @@ import pytest
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TESTS)
+sys.path.insert(0, os.path.join(TESTS, 'integration'))
 import nvidia_fleet_host as fh  # noqa: E402  pylint: disable=wrong-import-position
+from test_nvidia_role_apt import KERNEL, nvidia_ko  # noqa: E402  pylint: disable=wrong-import-position
 
 SPEC = os.path.join(TESTS, 'fixtures', 'nvidia_rpm', 'nvidia-driver-standin.spec')
 ROCKY = os.path.join(TESTS, 'fixtures', 'nvidia_rpm', 'rocky-8.3')
@@ -65,6 +75,14 @@ DEB_VERSION = {OLD: '535.261.03-1', NEW: '535.309.01-0+deb12u1'}
 RELEASE = '1.el8'
 DRIVER = ['nvidia-driver-NVML', 'nvidia-driver-cuda', 'nvidia-driver-cuda-libs', 'nvidia-driver-libs']
 DNF_STACK = ['dnf', 'dnf-plugins-core', 'rpm']
+# modinfo and depmod (kmod) for the kernel-side stand-ins; installed only on the full-install host.
+KMOD = ['kmod']
+# The module stream of the full install (nvidia-driver:<branch>-dkms) and the rpms its documents list, per
+# NVIDIA's genmodules.py (https://github.com/NVIDIA/yum-packaging-precompiled-kmod/blob/main/genmodules.py):
+# the branch's packages and the DKMS kernel module, the main package in the default profile.
+STREAM = '535-dkms'
+STREAM_RPMS = ['nvidia-driver', 'nvidia-driver-libs', 'nvidia-driver-NVML', 'nvidia-driver-cuda', 'nvidia-driver-cuda-libs',
+               'nvidia-persistenced', 'nvidia-kmod-common', 'kmod-nvidia-latest-dkms']
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='systemd-nspawn test hosts need root'),
@@ -89,7 +107,7 @@ def repo(tmp_path_factory):
     debs, rpms, payloads = served / 'deb', served / 'rpm', work / 'payload'
     for directory in (debs, rpms, payloads):
         directory.mkdir(parents=True)
-    stack = fh.apt_missing(env, DNF_STACK)
+    stack = fh.apt_missing(env, DNF_STACK + KMOD)
     assert stack, 'apt-get cannot resolve %s against the test-host root file system' % DNF_STACK
     libs = ['%s=%s' % (name, DEB_VERSION[version]) for name in ('libnvidia-ml1', 'libcuda1') for version in (OLD, NEW)]
     error = fh.apt_download(env, stack, debs) or fh.apt_download(env, libs, payloads)
@@ -102,12 +120,14 @@ def repo(tmp_path_factory):
             unpacked = fh.run(['dpkg-deb', '-x', str(deb), str(tree)])
             assert unpacked.returncode == 0, unpacked.stderr
         built = fh.run(['rpmbuild', '-bb', '--quiet', '--define', '_topdir %s' % (work / 'rpmbuild'), '--define', 'driver_version %s' % version,
-                        '--define', 'payload %s' % tree, SPEC])
+                        '--define', 'payload %s' % tree, '--define', 'kernel %s' % KERNEL,
+                        '--define', 'nvidia_ko %s' % nvidia_ko(work, version, 'proprietary'), SPEC])
         assert built.returncode == 0, built.stderr[-3000:]
     for rpm in (work / 'rpmbuild' / 'RPMS').glob('*/*.rpm'):
         shutil.copy(str(rpm), str(rpms))
     made = fh.run(['createrepo_c', '-q', str(rpms)])
     assert made.returncode == 0, made.stderr
+    modular_repo(rpms, served / 'rpm-modular', work)
     server = fh.HubServer(served)
     state = {'work': work, 'served': served, 'server': server, 'nodes': []}
     try:
@@ -118,8 +138,53 @@ def repo(tmp_path_factory):
             fh.down(name)
 
 
-def boot(repo, name, rocky=False, preinstall=None):
-    """A test host with Debian's dnf, rpm and versionlock plugin and /etc/yum.repos.d pointing at the stand-in repository."""
+def modular_repo(rpms, modular, work):
+    """The same rpms as a repository with module metadata (modules.yaml, modifyrepo_c --mdtype=modules), as the CUDA repository
+    has for RHEL 8 and 9: one modulemd v2 document per driver version in stream 535-dkms, and the defaults document."""
+    shutil.copytree(str(rpms), str(modular), ignore=shutil.ignore_patterns('repodata'))
+    made = fh.run(['createrepo_c', '-q', str(modular)])
+    assert made.returncode == 0, made.stderr
+    documents = []
+    for number, version in enumerate((OLD, NEW), start=1):
+        documents.append(textwrap.dedent('''\
+            document: modulemd
+            version: 2
+            data:
+              name: nvidia-driver
+              stream: "{stream}"
+              version: {number}
+              context: "00000000"
+              arch: x86_64
+              summary: Nvidia driver for {stream} branch
+              description: >-
+                Stand-in module metadata for the NVIDIA driver {version} (llmops.sglang tests).
+              license:
+                module: [MIT]
+              profiles:
+                default:
+                  description: Default installation
+                  rpms: [nvidia-driver, nvidia-driver-cuda, kmod-nvidia-latest-dkms]
+              artifacts:
+                rpms:
+            ''').format(stream=STREAM, number=20240101000000 + number, version=version)
+            + ''.join('      - %s-3:%s-%s.x86_64\n' % (name, version, RELEASE) for name in STREAM_RPMS))
+    documents.append(textwrap.dedent('''\
+        document: modulemd-defaults
+        version: 1
+        data:
+          module: nvidia-driver
+          profiles:
+            "{stream}": [default]
+        ''').format(stream=STREAM))
+    modules = work / 'modules.yaml'
+    modules.write_text('---\n' + '...\n---\n'.join(documents) + '...\n', encoding='utf-8')
+    added = fh.run(['modifyrepo_c', '--mdtype=modules', str(modules), str(modular / 'repodata')])
+    assert added.returncode == 0, added.stderr
+
+
+def boot(repo, name, rocky=False, preinstall=None, rpm_dir='rpm', debs=()):
+    """A test host with Debian's dnf, rpm and versionlock plugin and /etc/yum.repos.d pointing at the stand-in repository
+    (RPM_DIR on the hub: rpm, or rpm-modular with module metadata); DEBS: more Debian packages from the flat repository."""
     repo['nodes'].append(name)
     node = fh.boot(name, repo['work'])
     url = repo['server'].start().url
@@ -131,10 +196,10 @@ def boot(repo, name, rocky=False, preinstall=None):
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends {stack} >/dev/null
         sed -i 's/^enabled *=.*/enabled = false/' /etc/dnf/plugins/local.conf
         mkdir -p /etc/yum.repos.d
-        printf '[nvidia-standin]\\nname=Stand-in for the CUDA repository (llmops.sglang tests)\\nbaseurl={url}/rpm/\\ngpgcheck=0\\n' \\
+        printf '[nvidia-standin]\\nname=Stand-in for the CUDA repository (llmops.sglang tests)\\nbaseurl={url}/{rpm_dir}/\\ngpgcheck=0\\n' \\
             > /etc/yum.repos.d/nvidia-standin.repo
         echo /usr/lib64 > /etc/ld.so.conf.d/lib64.conf
-        ''').format(url=url, stack=' '.join(DNF_STACK))
+        ''').format(url=url, stack=' '.join(DNF_STACK + list(debs)), rpm_dir=rpm_dir)
     if preinstall:
         command += 'dnf -q -y install %s\n' % ' '.join(preinstall)
     prepared = fh.ssh(node, command)
@@ -190,7 +255,7 @@ def run_fix(node, check_mode=False):
 
 
 def test_fix_with_real_dnf(repo):
-    host = boot(repo, 'nvdnf%d' % (os.getpid() % 100000), preinstall=['%s-%s' % (name, NEW) for name in DRIVER])
+    host = boot(repo, 'nvdnf2f%d' % (os.getpid() % 100000), preinstall=['%s-%s' % (name, NEW) for name in DRIVER])
     fh.set_module(host, OLD)
     before, locks = installed(host)
     assert before == dict((name, '%s-%s' % (NEW, RELEASE)) for name in DRIVER + ['nvidia-persistenced']) and locks == []
@@ -244,22 +309,18 @@ def test_fix_with_real_dnf(repo):
     assert locks == locks_for(OLD)
 
 
-def test_role_userspace_only_on_red_hat(repo):
-    """llmops.sglang.nvidia_driver, user-space-only mode, Red Hat path (tasks/redhat.yml), on a host without NVIDIA packages."""
-    host = boot(repo, 'nvdnfr%d' % (os.getpid() % 100000), rocky=True)
-    fh.set_module(host, OLD)
-    out = os.path.join(host['work'], 'role-result.json')
-    playbook = os.path.join(host['work'], 'role-dnf.yml')
+def run_role(host, tag, **role_vars):
+    """llmops.sglang.nvidia_driver with ROLE_VARS (repository management off) on HOST; returns (process, final check or None)."""
+    out = os.path.join(host['work'], 'role-result-%s.json' % tag)
+    playbook = os.path.join(host['work'], 'role-dnf-%s.yml' % tag)
+    role_vars = dict({'nvidia_driver_repo_manage': False}, **role_vars)
     with open(playbook, 'w', encoding='utf-8') as handle:
         handle.write(textwrap.dedent('''\
             - hosts: all
               gather_facts: true
               roles:
                 - role: llmops.sglang.nvidia_driver
-                  vars:
-                    nvidia_driver_userspace_only: true
-                    # The host's dnf repository is the local stand-in written by the test.
-                    nvidia_driver_repo_manage: false
+                  vars: %s
               post_tasks:
                 - name: Write the final check and the facts the role saw
                   ansible.builtin.copy:
@@ -267,11 +328,29 @@ def test_role_userspace_only_on_red_hat(repo):
                     dest: %s
                     mode: "0600"
                   delegate_to: localhost
-            ''') % out)
-    first = fh.run_playbook(host, playbook)
-    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-2000:]
+                  # Only the role's tasks count in the recap.
+                  changed_when: false
+            ''') % (json.dumps(role_vars), out))
+    if os.path.exists(out):
+        os.remove(out)
+    proc = fh.run_playbook(host, playbook)
+    if not os.path.exists(out):
+        return proc, None
     with open(out, encoding='utf-8') as handle:
-        result = json.load(handle)
+        return proc, json.load(handle)
+
+
+def test_role_userspace_only_on_red_hat(repo):
+    """llmops.sglang.nvidia_driver, user-space-only mode, Red Hat path (tasks/redhat.yml), on a host without NVIDIA packages.
+
+    Then the host's module moves on (a container whose host driver was upgraded): the role's own locks at the old
+    version must not block the new one, and the locks move to the new version.
+    """
+    host = boot(repo, 'nvdnf2r%d' % (os.getpid() % 100000), rocky=True)
+    fh.set_module(host, OLD)
+    # The host's dnf repository is the local stand-in written by the test.
+    first, result = run_role(host, 'first', nvidia_driver_userspace_only=True)
+    assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-2000:]
     assert result['os_family'] == 'RedHat'
     assert result['match'] is True and result['distro_family'] == 'redhat'
     assert result['kernel_module']['version'] == OLD
@@ -279,6 +358,50 @@ def test_role_userspace_only_on_red_hat(repo):
     # nvidia-driver-NVML comes only through an unversioned soname requirement: the role must name it, or dnf picks the newest.
     assert versions == dict((name, '%s-%s' % (OLD, RELEASE)) for name in DRIVER + ['nvidia-persistenced'])
     assert locks == locks_for(OLD)
-    second = fh.run_playbook(host, playbook)
+    second, dummy = run_role(host, 'second', nvidia_driver_userspace_only=True)
     assert second.returncode == 0, second.stdout[-5000:]
     assert fh.recap_changed(second.stdout, host['name']) == 0, second.stdout[-3000:]
+
+    # The module moves to NEW: the install runs without the versionlock plugin, the locks move to NEW (none left at OLD).
+    fh.set_module(host, NEW)
+    third, result = run_role(host, 'third', nvidia_driver_userspace_only=True)
+    assert third.returncode == 0, third.stdout[-5000:] + third.stderr[-2000:]
+    assert result['match'] is True and result['kernel_module']['version'] == NEW
+    assert result['userspace']['libraries'] == {'libcuda.so': NEW, 'libnvidia-ml.so': NEW}
+    versions, locks = installed(host)
+    assert versions == dict((name, '%s-%s' % (NEW, RELEASE)) for name in DRIVER + ['nvidia-persistenced'])
+    assert locks == locks_for(NEW)
+    fourth, dummy = run_role(host, 'fourth', nvidia_driver_userspace_only=True)
+    assert fourth.returncode == 0, fourth.stdout[-5000:]
+    assert fh.recap_changed(fourth.stdout, host['name']) == 0, fourth.stdout[-3000:]
+
+
+def test_role_full_install_with_module_stream(repo):
+    """Full (kernel-side) install below R590 on the Red Hat family: dnf module stream nvidia-driver:535-dkms from a repository
+    with module metadata; the kernel headers switch; no module loaded, so a reboot is pending and verification names it."""
+    host = boot(repo, 'nvdnf2m%d' % (os.getpid() % 100000), rocky=True, rpm_dir='rpm-modular', debs=KMOD)
+    full = {'nvidia_driver_branch': '535', 'nvidia_driver_flavor': 'proprietary'}
+    streams = fh.ssh(host, 'dnf -q module list nvidia-driver')
+    assert streams.returncode == 0 and STREAM in streams.stdout, streams.stdout + streams.stderr
+
+    # Default nvidia_driver_kernel_headers: kernel-devel for the running kernel is not in the repository.
+    proc, result = run_role(host, 'headers', **full)
+    assert proc.returncode != 0 and result is None
+    assert 'Cannot install kernel-devel-%s' % KERNEL in proc.stdout, proc.stdout[-4000:]
+    assert 'set nvidia_driver_kernel_headers to false' in proc.stdout, proc.stdout[-4000:]
+
+    # Without the headers: the stream is enabled and its default profile installed; the module file on disk is the stream's
+    # newest version, nothing is loaded, so the role says a reboot is pending and the verification fails naming it.
+    proc, result = run_role(host, 'full', nvidia_driver_kernel_headers=False, **full)
+    assert proc.returncode != 0 and result is None, proc.stdout[-4000:]
+    assert 'A reboot is pending: the NVIDIA kernel module on disk is %s, the loaded module is none' % NEW in proc.stdout, proc.stdout[-6000:]
+    assert 'a reboot is pending: the kernel module on disk is %s' % NEW in proc.stdout, proc.stdout[-6000:]
+    state = fh.ssh(host, "dnf -q module list --enabled nvidia-driver; echo RPMS; rpm -q --qf '%{NAME} %{VERSION}\\n' "
+                         "nvidia-driver kmod-nvidia-latest-dkms nvidia-kmod-common nvidia-driver-cuda; echo MODINFO; "
+                         "modinfo -F version nvidia; test ! -e /sys/module/nvidia && echo NOT-LOADED").stdout
+    enabled, rest = state.split('RPMS\n')
+    rpms, modinfo = rest.split('MODINFO\n')
+    assert re.search(r'^nvidia-driver\s+%s\s+\[e\]' % re.escape(STREAM), enabled, re.M), enabled
+    assert rpms.split() == [item for name in ('nvidia-driver', 'kmod-nvidia-latest-dkms', 'nvidia-kmod-common', 'nvidia-driver-cuda')
+                            for item in (name, NEW)], rpms
+    assert modinfo.split() == [NEW, 'NOT-LOADED'], modinfo
