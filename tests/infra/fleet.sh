@@ -17,7 +17,7 @@
 # Usage:
 #   fleet.sh deps                       install the apt packages this needs (if missing)
 #   fleet.sh rootfs                     build/refresh the cached root file system
-#   fleet.sh up NAME...                 boot nodes (builds the rootfs first if needed)
+#   fleet.sh up [--persist] NAME...     boot nodes (builds the rootfs first if needed); --persist: see below
 #   fleet.sh down NAME...|--all         stop nodes, remove namespaces/cgroups/ssh masters (never fails)
 #   fleet.sh inventory [--group G] FILE NAME...   write an Ansible inventory (.yml/.yaml = YAML, else INI)
 #   fleet.sh wheelhouse DIR [PIP-ARGS] SPEC...    pip download --no-deps -d DIR ... on the controller
@@ -30,6 +30,14 @@
 #   LLMOPS_FLEET_BOOT_TIMEOUT  seconds to wait for sshd + systemd per "up" (default 90)
 #   LLMOPS_FLEET_PYTHON     Python used by "wheelhouse" (default python3)
 #   LLMOPS_STANDIN_SRC      checkout root holding tests/standin and tests/fixtures (default: this checkout)
+#   LLMOPS_FLEET_PERSIST    1 = "up" boots every node as with --persist
+#
+# Persistent nodes (up --persist, for reboot tests): instead of --volatile=overlay the node gets
+# --overlay=ROOTFS:DIR/nodes/NAME.upper:/ (an upper directory on disk, emptied by "up" and removed by
+# "down"), and its launcher boots systemd-nspawn again whenever it exits with status 133 (the container
+# rebooted; what systemd-nspawn@.service does with RestartForceExitStatus=133), in the same network
+# namespace, cgroup and address. So "systemctl reboot" in the node is a real reboot (new boot_id, all
+# units started again) that keeps what was installed. nodes/NAME.pid follows the current nspawn.
 
 set -euo pipefail
 
@@ -295,7 +303,7 @@ node_ssh() {
 }
 
 boot_one() {
-    local name=$1 idx ns addr veth root
+    local name=$1 persist=${2:-0} idx ns addr veth root
     idx=$(alloc_index)
     ns=$(node_ns "$name")
     addr="$NET_PREFIX.$((10 + idx))"
@@ -312,6 +320,11 @@ boot_one() {
     echo "$idx" > "$DIR/nodes/$name.idx"
     echo "$addr" > "$DIR/nodes/$name.addr"
     : > "$DIR/nodes/$name.log"
+    if ((persist)); then
+        launch_persistent "$name" "$ns"
+        wait_launched "$name"
+        return 0
+    fi
     # The launcher moves itself into the node's own cgroup(s) first: nspawn --keep-unit puts the
     # container's payload/ under the caller's cgroup, so nodes started from one cgroup would share
     # /payload/system.slice/*.service and kill each other's units.
@@ -325,12 +338,44 @@ boot_one() {
         --network-namespace-path="/run/netns/$ns" --console=read-only \
         --setenv=LLMOPS_FLEET_NODE="$name" \
         >>"$DIR/nodes/$name.log" 2>&1 </dev/null 8>&- 9>&- &
+    wait_launched "$name"
+}
+
+wait_launched() {
+    local name=$1
     local i
     for ((i = 0; i < 50; i++)); do
         [[ -s $DIR/nodes/$name.pid ]] && break
         sleep 0.02
     done
     [[ -s $DIR/nodes/$name.pid ]] || die "node $name: systemd-nspawn did not start (log: $DIR/nodes/$name.log)"
+}
+
+launch_persistent() {
+    # A node whose changes survive its reboots (up --persist): a persistent overlay upper directory
+    # instead of --volatile=overlay's tmpfs, and a launcher that boots systemd-nspawn again when it
+    # exits with 133 (the container rebooted), as systemd-nspawn@.service does with
+    # RestartForceExitStatus=133. The launcher stays in the node's cgroup and keeps its PID in
+    # NAME.launcher; each nspawn writes its own PID to NAME.pid (a subshell that execs it), so
+    # "down" and "status" always see the current one.
+    local name=$1 ns=$2 upper=$DIR/nodes/$1.upper
+    rm -rf "$upper" "$DIR/nodes/.#$name.upper"*
+    mkdir -m 0755 "$upper"
+    # shellcheck disable=SC2016
+    setsid bash -c 'name=$1; pidfile=$2; shift 2
+        for cg in $LLMOPS_CG_ROOTS; do echo $$ > "$cg/$name/cgroup.procs"; done
+        echo $$ > "${pidfile%.pid}.launcher"
+        while :; do
+            rc=0
+            (echo "$BASHPID" > "$pidfile"; exec "$@") || rc=$?
+            [[ $rc -eq 133 ]] || exit "$rc"
+            echo "fleet: $name rebooted (systemd-nspawn exit status 133): booting it again"
+        done' fleet-launch-persist "$name" "$DIR/nodes/$name.pid" \
+        systemd-nspawn --quiet -D "$ROOTFS" --overlay="$ROOTFS:$upper:/" --boot \
+        --machine="$name" --hostname="$name" --register=no --keep-unit \
+        --network-namespace-path="/run/netns/$ns" --console=read-only \
+        --setenv=LLMOPS_FLEET_NODE="$name" \
+        >>"$DIR/nodes/$name.log" 2>&1 </dev/null 8>&- 9>&- &
 }
 
 ssh_banner() {
@@ -392,9 +437,18 @@ boot_failure() {
 
 cmd_up() {
     need_root up
-    (($# > 0)) || die "usage: fleet.sh up NAME..."
-    local name t0
+    local persist=0
+    [[ ${LLMOPS_FLEET_PERSIST:-} == 1 ]] && persist=1
+    if [[ ${1:-} == --persist ]]; then
+        persist=1
+        shift
+    fi
+    (($# > 0)) || die "usage: fleet.sh up [--persist] NAME..."
+    local name t0 note
     t0=$(date +%s.%N)
+    if ((persist)) && [[ $DIR == *:* ]]; then
+        die "up --persist: the state directory '$DIR' must not contain ':' (it goes into systemd-nspawn --overlay=)"
+    fi
     for name in "$@"; do valid_name "$name"; done
     lock
     ensure_rootfs
@@ -412,13 +466,15 @@ cmd_up() {
     # across all state directories
     exec 8>/run/llmops-fleet-hub.lock
     flock 8
-    for name in "$@"; do boot_one "$name"; done
+    for name in "$@"; do boot_one "$name" "$persist"; done
     flock -u 8
     exec 8>&-
     unlock
     wait_nodes "$@"
     for name in "$@"; do
-        log "node $name up: $(cat "$DIR/nodes/$name.addr") pid $(cat "$DIR/nodes/$name.pid")"
+        note=
+        ((persist)) && note=" (persistent: $DIR/nodes/$name.upper; a reboot boots it again)"
+        log "node $name up: $(cat "$DIR/nodes/$name.addr") pid $(cat "$DIR/nodes/$name.pid")$note"
     done
     log "up: $# node(s) in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s"
 }
@@ -451,6 +507,7 @@ down_nodes() {
     local name pid deadline
     local -a pids=()
     for name in "$@"; do
+        stop_launcher "$name"
         pid=$(cat "$DIR/nodes/$name.pid" 2>/dev/null || true)
         if [[ -n $pid ]] && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == systemd-nspawn ]]; then
             kill -TERM "$pid" 2>/dev/null || true
@@ -476,6 +533,25 @@ down_nodes() {
         done
         cg_remove "$name"
         rm -f "$DIR/nodes/$name".{pid,addr,idx}
+        if [[ -e $DIR/nodes/$name.launcher || -e $DIR/nodes/$name.upper ]]; then
+            rm -rf "$DIR/nodes/$name.launcher" "$DIR/nodes/$name.upper" "$DIR/nodes/.#$name.upper"*
+        fi
+    done
+    return 0
+}
+
+stop_launcher() {
+    # A persistent node's launcher (up --persist) boots nspawn again after a reboot: stop it before
+    # its nspawn, so the poweroff that "down" asks for is not taken for a reboot.
+    local launcher cmd i
+    launcher=$(cat "$DIR/nodes/$1.launcher" 2>/dev/null || true)
+    [[ -n $launcher ]] || return 0
+    cmd=$({ tr '\0' ' ' <"/proc/$launcher/cmdline"; } 2>/dev/null || true)
+    [[ $cmd == *" fleet-launch-persist $1 "* ]] || return 0
+    kill -TERM "$launcher" 2>/dev/null || true
+    for ((i = 0; i < 40; i++)); do
+        [[ -d /proc/$launcher ]] || break
+        sleep 0.05
     done
     return 0
 }
@@ -615,7 +691,7 @@ cmd_status() {
         name=$(basename "${f%.addr}")
         pid=$(cat "$DIR/nodes/$name.pid" 2>/dev/null || echo -)
         if [[ $pid != - && -d /proc/$pid ]]; then
-            printf '%-20s %-15s pid %-8s running\n' "$name" "$(cat "$f")" "$pid"
+            printf '%-20s %-15s pid %-8s running%s\n' "$name" "$(cat "$f")" "$pid" "$([[ -d $DIR/nodes/$name.upper ]] && echo ' persistent')"
         else
             printf '%-20s %-15s pid %-8s DEAD\n' "$name" "$(cat "$f")" "$pid"
         fi
@@ -638,7 +714,7 @@ main() {
         ;;
     status) cmd_status ;;
     *)
-        sed -n '6,34p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+        sed -n '6,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
         [[ $cmd == -h || $cmd == --help || $cmd == help ]] && exit 0
         exit 2
         ;;

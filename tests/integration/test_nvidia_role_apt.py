@@ -46,17 +46,19 @@ cannot build a kernel module: no headers for its kernel), carrying the real name
   host, https://github.com/ssst0n3/docker_archive/blob/241df8a4d5b7a1d79e8c0ab5e1e955c9e45bb7df/kubernetes/v1.32.3/README.md
   (apt and dpkg stay Debian's).
 - The LOADED kernel module: /proc/driver/nvidia/version is a tmpfs file in the host's mount namespace with a recorded
-  banner (tests/nvidia_testhost.py set_module).
+  banner (set_module below, written from the controller with nsenter).
+- The kernel loading the module at boot (the reboot test): a oneshot unit in the host,
+  llmops-standin-nvidia-module.service (ordered like systemd-modules-load.service: before sysinit.target, so before
+  sshd), reads the module file that is installed, for real (modinfo -F version / -F license nvidia), and publishes the
+  recorded banner of that flavor with that version at /proc/driver/nvidia/version (a tmpfs the unit mounts over
+  /proc/driver inside the container). No module file: nothing is published, as no module would be loaded.
 
-Reboots: a test host is `systemd-nspawn --volatile=overlay --boot` started by fleet.sh outside any systemd unit.
-When systemd in the container reboots, nspawn exits (measured here: the container prints "Rebooting." and the nspawn
-process is gone; its reboot exit status 133 is turned into a restart only by systemd's systemd-nspawn@.service,
-RestartForceExitStatus=133, and this machine has no systemd as PID 1 to run that unit) and the volatile overlay (a
-tmpfs upper layer) is discarded with it: a rebooted host would come back without the driver the role just installed, so "reboot and
-continue to verify" cannot be shown here. The reboot test therefore proves the decision and the act: the role runs
-ansible.builtin.reboot only when the kernel side changed and nvidia_driver_reboot is true, systemd in the host
-really reboots ("Rebooting." on the host's console), the nspawn process ends, and the reboot task times out waiting
-for the host to come back.
+Reboots are real: the reboot test's host is booted with `fleet.sh up --persist` (an overlay upper directory on disk
+instead of --volatile=overlay's tmpfs, and a launcher that boots systemd-nspawn again when it exits with 133, the
+reboot status, as systemd-nspawn@.service's RestartForceExitStatus=133 does). ansible.builtin.reboot reboots
+systemd in the host ("Rebooting." on its console), nspawn exits with 133, the host boots again with a new boot_id and
+everything apt installed, the stand-in unit above "loads" the new module, sshd comes back on the same address, and
+the role goes on to its verification.
 """
 
 from __future__ import annotations
@@ -263,11 +265,17 @@ def repo(tmp_path_factory):
             th.down(name)
 
 
-def host(repo, letter, ubuntu=False):
-    """A fresh test host using only the hub repository; python3-apt (the apt module's need) installed from it."""
-    name = 'nvapt%s%d' % (letter, os.getpid() % 10000)
+def host(repo, letter, ubuntu=False, persist=False):
+    """A fresh test host using only the hub repository; python3-apt (the apt module's need) installed from it.
+
+    PERSIST: `fleet.sh up --persist` (LLMOPS_FLEET_PERSIST=1): the host keeps its files across reboots and comes back.
+    """
+    name = '%s%s%d' % ('nvrb' if persist else 'nvapt', letter, os.getpid() % 10000)
     repo['nodes'].append(name)
-    node = th.boot(name, repo['work'])
+    with pytest.MonkeyPatch.context() as patch:
+        if persist:
+            patch.setenv('LLMOPS_FLEET_PERSIST', '1')
+        node = th.boot(name, repo['work'])
     # The hub bridge exists once a host is up; start() serves the repository there (once).
     server = repo['server'].start()
     command = ('rm -f /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; '
@@ -355,14 +363,70 @@ BANNERS = {
 }
 
 
-def set_module(node, version, flavor):
-    """Stand-in for the loaded module: a recorded banner of FLAVOR carrying VERSION at /proc/driver/nvidia/version in the host."""
+def banner(version, flavor):
+    """A recorded /proc/driver/nvidia/version banner of FLAVOR with VERSION in it."""
     case, recorded = BANNERS[flavor]
     with open(os.path.join(th.CORPUS, case, 'proc_driver_nvidia_version.txt'), encoding='utf-8') as handle:
-        text = handle.read().replace(recorded, version)
+        return handle.read().replace(recorded, version)
+
+
+def set_module(node, version, flavor):
+    """Stand-in for the loaded module: a recorded banner of FLAVOR carrying VERSION at /proc/driver/nvidia/version in the host."""
+    text = banner(version, flavor)
     done = th.nsenter(node, 'mountpoint -q /proc/driver || mount -t tmpfs -o mode=0755 tmpfs /proc/driver; mkdir -p /proc/driver/nvidia; '
                             'cat > /proc/driver/nvidia/version', stdin=text)
     assert done.returncode == 0, done.stderr
+
+
+MODULE_UNIT = 'llmops-standin-nvidia-module.service'
+MODULE_LOADER = textwrap.dedent('''\
+    #!/bin/sh
+    # llmops.sglang test stand-in for "the kernel loads the NVIDIA module at boot" (a container cannot load a module):
+    # publishes the recorded /proc/driver/nvidia/version banner for the module file that is installed.
+    set -eu
+    version=$(modinfo -F version nvidia 2>/dev/null) || version=
+    if [ -z "$version" ]; then
+        echo "no NVIDIA module file (modinfo nvidia): nothing loaded"
+        exit 0
+    fi
+    case $(modinfo -F license nvidia) in
+        "Dual MIT/GPL") flavor=open ;;
+        *) flavor=proprietary ;;
+    esac
+    mountpoint -q /proc/driver || mount -t tmpfs -o mode=0755 tmpfs /proc/driver
+    mkdir -p /proc/driver/nvidia
+    sed "s/@VERSION@/$version/g" "/usr/local/share/llmops-standin/nvidia-version-$flavor.txt" > /proc/driver/nvidia/version
+    echo "loaded NVIDIA kernel module $version ($flavor) from $(modinfo -F filename nvidia)"
+    ''')
+MODULE_UNIT_TEXT = textwrap.dedent('''\
+    [Unit]
+    Description=llmops.sglang test stand-in: the kernel loads the installed NVIDIA module
+    # Where a real module load happens at boot (systemd-modules-load.service): before sysinit.target, so before sshd.
+    DefaultDependencies=no
+    After=local-fs.target
+    Before=sysinit.target shutdown.target
+    Conflicts=shutdown.target
+
+    [Service]
+    Type=oneshot
+    RemainAfterExit=yes
+    ExecStart=/usr/local/sbin/llmops-standin-nvidia-module
+
+    [Install]
+    WantedBy=sysinit.target
+    ''')
+
+
+def install_module_loader(node):
+    """The boot-time stand-in for the kernel's module load (module docstring): enabled for the next boot, run now."""
+    templates = ''.join('cat > /usr/local/share/llmops-standin/nvidia-version-%s.txt <<"EOF"\n%sEOF\n' % (flavor, banner('@VERSION@', flavor))
+                        for flavor in BANNERS)
+    done = th.ssh(node, 'set -e; mkdir -p /usr/local/share/llmops-standin /usr/local/sbin\n%s'
+                        'cat > /usr/local/sbin/llmops-standin-nvidia-module <<"EOF"\n%sEOF\n'
+                        'chmod 0755 /usr/local/sbin/llmops-standin-nvidia-module\n'
+                        'cat > /etc/systemd/system/%s <<"EOF"\n%sEOF\n'
+                        'systemctl daemon-reload; systemctl enable --now %s' % (templates, MODULE_LOADER, MODULE_UNIT, MODULE_UNIT_TEXT, MODULE_UNIT))
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def nspawn_running(node):
@@ -450,19 +514,46 @@ def test_cuda_repo_branch_names_no_module_loaded_reboot_pending(repo):
 
 
 def test_cuda_repo_from_r590_blackwell_open_reboots(repo):
-    """source cuda, branch 590 (no branch in the names), Blackwell forces open; nvidia_driver_reboot=true reboots the host."""
-    node = host(repo, 'r')
+    """source cuda, branch 590 (no branch in the names), Blackwell forces open; nvidia_driver_reboot=true reboots the host
+    for real, the new module is loaded at boot, and the role goes on to verify; a second run changes and reboots nothing."""
+    node = host(repo, 'r', persist=True)
+    install_module_loader(node)
+    # No module file yet, so no module loaded: the install is a first one.
+    assert host_text(node, 'cat /proc/driver/nvidia/version 2>/dev/null || echo NONE') == 'NONE'
+    boot_id = host_text(node, 'cat /proc/sys/kernel/random/boot_id')
     role_vars = dict(BASE, nvidia_driver_source='cuda', nvidia_driver_branch='590', nvidia_driver_gpu_arch='blackwell',
-                     nvidia_driver_reboot=True, nvidia_driver_reboot_timeout=20)
+                     nvidia_driver_reboot=True, nvidia_driver_reboot_timeout=180)
     result = run_role(node, role_vars, 'first')
+    assert result['failed'] is False, json.dumps(result.get('result'))[-3000:] + result['stdout'][-3000:]
     assert 'open kernel modules' in result['stdout'] and 'branch 590' in result['stdout']
-    # Packages are in before the reboot.
-    assert result['failed'] is True and result['task'] == 'Reboot into the new kernel module', result
+    # The role rebooted (the kernel side changed: module file 590.48.01 on disk, none loaded), and did not merely say so.
+    assert re.search(r'TASK \[[^]]*Reboot into the new kernel module\] \**\nchanged: \[%s\]' % node['name'], result['stdout']), result['stdout'][-3000:]
     assert 'A reboot is pending' not in result['stdout']
-    # systemd in the host rebooted; nspawn (no unit to restart it) ended with it: see the module docstring.
-    assert 'Rebooting.' in console_log(node)
-    assert not nspawn_running(node)
-    assert 'boot time' in result['result'].get('msg', '') or 'timed out' in result['result'].get('msg', '').lower(), result['result']
+    log = console_log(node)
+    assert log.count('Rebooting.') == 1 and log.count('rebooted (systemd-nspawn exit status 133): booting it again') == 1, log[-2000:]
+    after = host_text(node, 'cat /proc/sys/kernel/random/boot_id')
+    assert after and after != boot_id
+    assert nspawn_running(node)
+    # At boot the stand-in "kernel" loaded the module file apt installed; verify saw it and the user space match.
+    assert 'NVIDIA kernel module %s and user space match' % CUDA_NEW_V in result['stdout']
+    match = result['match']
+    assert match['match'] is True, match
+    assert match['kernel_module']['version'] == CUDA_NEW_V and match['kernel_module']['flavor'] == 'open'
+    assert match['kernel_module']['source'] == '/proc/driver/nvidia/version'
+    assert 'loaded NVIDIA kernel module %s (open)' % CUDA_NEW_V in host_text(node, 'journalctl -b -o cat -u %s' % MODULE_UNIT)
+    # What apt installed and held survived the reboot.
+    versions, holds = packages(node, ['nvidia-open', 'nvidia-driver-cuda', 'nvidia-kernel-open-dkms', 'libcuda1', 'nvidia-open-535', 'cuda-drivers'])
+    assert versions == {name: CUDA_NEW_R for name in ('nvidia-open', 'nvidia-driver-cuda', 'nvidia-kernel-open-dkms', 'libcuda1')}
+    assert {'nvidia-open', 'nvidia-driver-cuda', 'libcuda1'} <= holds
+    assert host_text(node, 'modinfo -F version nvidia') == CUDA_NEW_V
+
+    second = run_role(node, role_vars, 'second')
+    assert second['failed'] is False, json.dumps(second.get('result'))[-3000:]
+    assert 'changed=0' in second['recap'], second['recap'] + second['stdout'][-3000:]
+    assert re.search(r'TASK \[[^]]*Reboot into the new kernel module\] \**\nskipping: \[%s\]' % node['name'], second['stdout']), second['stdout'][-3000:]
+    assert second['match']['match'] is True
+    assert host_text(node, 'cat /proc/sys/kernel/random/boot_id') == after
+    assert console_log(node).count('Rebooting.') == 1
 
 
 def test_cuda_repo_from_r590_packages_and_no_pin(repo):
