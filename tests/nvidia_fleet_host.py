@@ -15,6 +15,8 @@ Shared set-up, nothing NVIDIA-specific is faked here except the loaded kernel mo
 - :func:`boot`, :func:`ssh`, :func:`down`: systemd-nspawn hosts from tests/infra/fleet.sh.
 - :func:`set_module`: the stand-in for the loaded kernel module, /proc/driver/nvidia/version as a tmpfs
   file in the host's mount namespace holding the corpus' proprietary banner with the version under test.
+- :func:`nvidia_ko`: the stand-in for a built module file, a real ELF relocatable nvidia.ko whose .modinfo
+  section says the version and the flavor's license (what modinfo reads), for the running kernel :data:`KERNEL`.
 - :func:`run_playbook`: ansible-playbook over real SSH against one host; :func:`run_match`: the
   nvidia_driver_match module through it (playbook from :func:`match_playbook`), its result (failed or
   not) written out as JSON.
@@ -37,6 +39,9 @@ CORPUS = os.path.join(REPO, 'tests', 'fixtures', 'nvidia')
 COLLECTIONS = os.environ.get('LLMOPS_COLLECTIONS_PATH', '/tmp/coll')
 ANSIBLE_PLAYBOOK = os.environ.get('ANSIBLE_PLAYBOOK', os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'))
 HUB, HUB_ADDR = 'llmops-hub', '10.213.0.1'
+# The kernel the test hosts run (a systemd-nspawn host shares the controller's kernel): module files go under
+# /lib/modules/KERNEL, where modinfo and depmod in the host look.
+KERNEL = os.uname().release
 DEBIAN_SOURCES = '''\
 Types: deb
 URIs: http://deb.debian.org/debian
@@ -182,6 +187,27 @@ def set_module(node, version):
     done = nsenter(node, 'mountpoint -q /proc/driver || mount -t tmpfs -o mode=0755 tmpfs /proc/driver; mkdir -p /proc/driver/nvidia; '
                          'cat > /proc/driver/nvidia/version', stdin=text)
     assert done.returncode == 0, done.stderr
+
+
+def nvidia_ko(work, version, flavor):
+    """A real ELF relocatable object WORK/nvidia-VERSION-FLAVOR.ko whose .modinfo section says VERSION, FLAVOR's license
+    (open: Dual MIT/GPL, proprietary: NVIDIA) and KERNEL's vermagic; built once with as and objcopy, returns its path."""
+    path = os.path.join(str(work), 'nvidia-%s-%s.ko' % (version, flavor))
+    if os.path.exists(path):
+        return path
+    license_ = 'Dual MIT/GPL' if flavor == 'open' else 'NVIDIA'
+    fields = ['license=%s' % license_, 'version=%s' % version, 'description=NVIDIA kernel module (llmops.sglang test stand-in)',
+              'name=nvidia', 'vermagic=%s SMP preempt mod_unload modversions ' % KERNEL]
+    info = os.path.join(str(work), 'modinfo-%s-%s.bin' % (version, flavor))
+    with open(info, 'wb') as handle:
+        handle.write(b''.join(field.encode() + b'\0' for field in fields))
+    empty = os.path.join(str(work), 'empty.o')
+    if not os.path.exists(empty):
+        done = run(['as', '/dev/null', '-o', empty])
+        assert done.returncode == 0, done.stderr
+    done = run(['objcopy', '--add-section', '.modinfo=%s' % info, '--set-section-flags', '.modinfo=alloc,readonly', empty, path])
+    assert done.returncode == 0, done.stderr
+    return path
 
 
 def run_playbook(node, playbook, check_mode=False, extra=()):

@@ -47,8 +47,11 @@ nvidia-driver:535-dkms from a second repository with the same rpms and module me
 modifyrepo_c; Debian's libdnf is built with libmodulemd, so stream enabling and profile install are real), plus
 stand-ins for the kernel side (nvidia-driver, nvidia-kmod-common, kmod-nvidia-latest-dkms with a real ELF nvidia.ko
 whose .modinfo says the version; depmod and modinfo from Debian's kmod): without kernel-devel for the running kernel
-the role fails naming it; with nvidia_driver_kernel_headers false the stream is installed, nothing is loaded, and the
-role reports the pending reboot and fails verification naming it.
+the role fails naming it; with nvidia_driver_kernel_headers false the stream is installed, the kernel side is locked
+with user space, nothing is loaded, and the role reports the pending reboot and fails verification naming it; a second
+run changes nothing.  That repository's default stream is latest-dkms with only 535.309.01 (as NVIDIA's), so dnf filters
+out 535.261.03 until nvidia-driver:535-dkms is enabled: the user-space-only role test runs against it first (the role
+enables the stream), and against the plain repository (no module) once the module moved to 535.309.01.
 """
 
 from __future__ import annotations
@@ -64,9 +67,7 @@ import pytest
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, TESTS)
-sys.path.insert(0, os.path.join(TESTS, 'integration'))
 import nvidia_fleet_host as fh  # noqa: E402  pylint: disable=wrong-import-position
-from test_nvidia_role_apt import KERNEL, nvidia_ko  # noqa: E402  pylint: disable=wrong-import-position
 
 SPEC = os.path.join(TESTS, 'fixtures', 'nvidia_rpm', 'nvidia-driver-standin.spec')
 ROCKY = os.path.join(TESTS, 'fixtures', 'nvidia_rpm', 'rocky-8.3')
@@ -81,6 +82,8 @@ KMOD = ['kmod']
 # NVIDIA's genmodules.py (https://github.com/NVIDIA/yum-packaging-precompiled-kmod/blob/main/genmodules.py):
 # the branch's packages and the DKMS kernel module, the main package in the default profile.
 STREAM = '535-dkms'
+# The default stream of NVIDIA's repository, with the newest driver (here NEW).
+LATEST = 'latest-dkms'
 STREAM_RPMS = ['nvidia-driver', 'nvidia-driver-libs', 'nvidia-driver-NVML', 'nvidia-driver-cuda', 'nvidia-driver-cuda-libs',
                'nvidia-persistenced', 'nvidia-kmod-common', 'kmod-nvidia-latest-dkms']
 
@@ -120,8 +123,8 @@ def repo(tmp_path_factory):
             unpacked = fh.run(['dpkg-deb', '-x', str(deb), str(tree)])
             assert unpacked.returncode == 0, unpacked.stderr
         built = fh.run(['rpmbuild', '-bb', '--quiet', '--define', '_topdir %s' % (work / 'rpmbuild'), '--define', 'driver_version %s' % version,
-                        '--define', 'payload %s' % tree, '--define', 'kernel %s' % KERNEL,
-                        '--define', 'nvidia_ko %s' % nvidia_ko(work, version, 'proprietary'), SPEC])
+                        '--define', 'payload %s' % tree, '--define', 'kernel %s' % fh.KERNEL,
+                        '--define', 'nvidia_ko %s' % fh.nvidia_ko(work, version, 'proprietary'), SPEC])
         assert built.returncode == 0, built.stderr[-3000:]
     for rpm in (work / 'rpmbuild' / 'RPMS').glob('*/*.rpm'):
         shutil.copy(str(rpm), str(rpms))
@@ -140,12 +143,14 @@ def repo(tmp_path_factory):
 
 def modular_repo(rpms, modular, work):
     """The same rpms as a repository with module metadata (modules.yaml, modifyrepo_c --mdtype=modules), as the CUDA repository
-    has for RHEL 8 and 9: one modulemd v2 document per driver version in stream 535-dkms, and the defaults document."""
+    has for RHEL 8 and 9: one modulemd v2 document per driver version in stream 535-dkms, stream latest-dkms with the newest
+    version (NVIDIA's genmodules.py: "latest" carries the highest branch's version), and the defaults document making
+    latest-dkms the default stream, so dnf filters out the packages only 535-dkms lists until that stream is enabled."""
     shutil.copytree(str(rpms), str(modular), ignore=shutil.ignore_patterns('repodata'))
     made = fh.run(['createrepo_c', '-q', str(modular)])
     assert made.returncode == 0, made.stderr
     documents = []
-    for number, version in enumerate((OLD, NEW), start=1):
+    for number, (stream, version) in enumerate(((STREAM, OLD), (STREAM, NEW), (LATEST, NEW)), start=1):
         documents.append(textwrap.dedent('''\
             document: modulemd
             version: 2
@@ -166,16 +171,18 @@ def modular_repo(rpms, modular, work):
                   rpms: [nvidia-driver, nvidia-driver-cuda, kmod-nvidia-latest-dkms]
               artifacts:
                 rpms:
-            ''').format(stream=STREAM, number=20240101000000 + number, version=version)
+            ''').format(stream=stream, number=20240101000000 + number, version=version)
             + ''.join('      - %s-3:%s-%s.x86_64\n' % (name, version, RELEASE) for name in STREAM_RPMS))
     documents.append(textwrap.dedent('''\
         document: modulemd-defaults
         version: 1
         data:
           module: nvidia-driver
+          stream: "{latest}"
           profiles:
             "{stream}": [default]
-        ''').format(stream=STREAM))
+            "{latest}": [default]
+        ''').format(stream=STREAM, latest=LATEST))
     modules = work / 'modules.yaml'
     modules.write_text('---\n' + '...\n---\n'.join(documents) + '...\n', encoding='utf-8')
     added = fh.run(['modifyrepo_c', '--mdtype=modules', str(modules), str(modular / 'repodata')])
@@ -255,7 +262,7 @@ def run_fix(node, check_mode=False):
 
 
 def test_fix_with_real_dnf(repo):
-    host = boot(repo, 'nvdnf2f%d' % (os.getpid() % 100000), preinstall=['%s-%s' % (name, NEW) for name in DRIVER])
+    host = boot(repo, 'nvdnf3f%d' % (os.getpid() % 100000), preinstall=['%s-%s' % (name, NEW) for name in DRIVER])
     fh.set_module(host, OLD)
     before, locks = installed(host)
     assert before == dict((name, '%s-%s' % (NEW, RELEASE)) for name in DRIVER + ['nvidia-persistenced']) and locks == []
@@ -343,10 +350,12 @@ def run_role(host, tag, **role_vars):
 def test_role_userspace_only_on_red_hat(repo):
     """llmops.sglang.nvidia_driver, user-space-only mode, Red Hat path (tasks/redhat.yml), on a host without NVIDIA packages.
 
-    Then the host's module moves on (a container whose host driver was upgraded): the role's own locks at the old
-    version must not block the new one, and the locks move to the new version.
+    The repository first is the one with module metadata, whose default stream latest-dkms has only NEW: OLD's packages
+    are "filtered out by modular filtering" until the role enables nvidia-driver:535-dkms.  Then the host's module moves on
+    (a container whose host driver was upgraded) and the repository is the plain one (no module metadata, "No matching
+    Modules"): the role's own locks at the old version must not block the new one, and the locks move to the new version.
     """
-    host = boot(repo, 'nvdnf2r%d' % (os.getpid() % 100000), rocky=True)
+    host = boot(repo, 'nvdnf3r%d' % (os.getpid() % 100000), rocky=True, rpm_dir='rpm-modular')
     fh.set_module(host, OLD)
     # The host's dnf repository is the local stand-in written by the test.
     first, result = run_role(host, 'first', nvidia_driver_userspace_only=True)
@@ -358,12 +367,18 @@ def test_role_userspace_only_on_red_hat(repo):
     # nvidia-driver-NVML comes only through an unversioned soname requirement: the role must name it, or dnf picks the newest.
     assert versions == dict((name, '%s-%s' % (OLD, RELEASE)) for name in DRIVER + ['nvidia-persistenced'])
     assert locks == locks_for(OLD)
+    enabled = fh.ssh(host, 'dnf -q module list --enabled nvidia-driver').stdout
+    assert re.search(r'^nvidia-driver\s+%s\s+\[e\]' % re.escape(STREAM), enabled, re.M), enabled
     second, dummy = run_role(host, 'second', nvidia_driver_userspace_only=True)
     assert second.returncode == 0, second.stdout[-5000:]
     assert fh.recap_changed(second.stdout, host['name']) == 0, second.stdout[-3000:]
 
-    # The module moves to NEW: the install runs without the versionlock plugin, the locks move to NEW (none left at OLD).
+    # The module moves to NEW, the repository is the plain one: the install runs without the versionlock plugin, the locks
+    # move to NEW (none left at OLD).
     fh.set_module(host, NEW)
+    moved = fh.ssh(host, "sed -i 's#/rpm-modular/#/rpm/#' /etc/yum.repos.d/nvidia-standin.repo && grep -q '/rpm/$' "
+                         "/etc/yum.repos.d/nvidia-standin.repo")
+    assert moved.returncode == 0, moved.stderr
     third, result = run_role(host, 'third', nvidia_driver_userspace_only=True)
     assert third.returncode == 0, third.stdout[-5000:] + third.stderr[-2000:]
     assert result['match'] is True and result['kernel_module']['version'] == NEW
@@ -379,7 +394,7 @@ def test_role_userspace_only_on_red_hat(repo):
 def test_role_full_install_with_module_stream(repo):
     """Full (kernel-side) install below R590 on the Red Hat family: dnf module stream nvidia-driver:535-dkms from a repository
     with module metadata; the kernel headers switch; no module loaded, so a reboot is pending and verification names it."""
-    host = boot(repo, 'nvdnf2m%d' % (os.getpid() % 100000), rocky=True, rpm_dir='rpm-modular', debs=KMOD)
+    host = boot(repo, 'nvdnf3m%d' % (os.getpid() % 100000), rocky=True, rpm_dir='rpm-modular', debs=KMOD)
     full = {'nvidia_driver_branch': '535', 'nvidia_driver_flavor': 'proprietary'}
     streams = fh.ssh(host, 'dnf -q module list nvidia-driver')
     assert streams.returncode == 0 and STREAM in streams.stdout, streams.stdout + streams.stderr
@@ -387,7 +402,7 @@ def test_role_full_install_with_module_stream(repo):
     # Default nvidia_driver_kernel_headers: kernel-devel for the running kernel is not in the repository.
     proc, result = run_role(host, 'headers', **full)
     assert proc.returncode != 0 and result is None
-    assert 'Cannot install kernel-devel-%s' % KERNEL in proc.stdout, proc.stdout[-4000:]
+    assert 'Cannot install kernel-devel-%s' % fh.KERNEL in proc.stdout, proc.stdout[-4000:]
     assert 'set nvidia_driver_kernel_headers to false' in proc.stdout, proc.stdout[-4000:]
 
     # Without the headers: the stream is enabled and its default profile installed; the module file on disk is the stream's
@@ -405,3 +420,13 @@ def test_role_full_install_with_module_stream(repo):
     assert rpms.split() == [item for name in ('nvidia-driver', 'kmod-nvidia-latest-dkms', 'nvidia-kmod-common', 'nvidia-driver-cuda')
                             for item in (name, NEW)], rpms
     assert modinfo.split() == [NEW, 'NOT-LOADED'], modinfo
+    # The kernel side is locked with user space (a "dnf upgrade" must not move the module away from it), by version.
+    kernel_side = ['nvidia-driver', 'nvidia-kmod-common', 'kmod-nvidia-latest-dkms']
+    locks = fh.ssh(host, 'dnf -q versionlock list').stdout.split()
+    assert sorted(locks) == sorted(locks_for(NEW) + ['%s-3:%s-%s.*' % (name, NEW, RELEASE) for name in kernel_side]), locks
+
+    # Again: the stream is enabled and everything locked already, so nothing changes; still no module loaded, so the
+    # verification still fails.
+    proc, result = run_role(host, 'again', nvidia_driver_kernel_headers=False, **full)
+    assert proc.returncode != 0 and 'no NVIDIA kernel module is loaded' in proc.stdout, proc.stdout[-4000:]
+    assert fh.recap_changed(proc.stdout, host['name']) == 0, proc.stdout[-4000:]
