@@ -76,7 +76,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nvidia_fleet_host as th  # noqa: E402  pylint: disable=wrong-import-position
 
-KERNEL = os.uname().release
+KERNEL = th.KERNEL
 
 DEB_V = '535.261.03'
 DEB_R = DEB_V + '-1'
@@ -157,31 +157,12 @@ def build_deb(out, name, version, depends=(), provides=(), description='', files
     shutil.rmtree(root)
 
 
-def nvidia_ko(work, version, flavor):
-    """A real ELF relocatable object named nvidia.ko whose .modinfo section says VERSION and the FLAVOR's license."""
-    path = os.path.join(str(work), 'nvidia-%s-%s.ko' % (version, flavor))
-    if os.path.exists(path):
-        return path
-    license_ = 'Dual MIT/GPL' if flavor == 'open' else 'NVIDIA'
-    fields = ['license=%s' % license_, 'version=%s' % version, 'description=NVIDIA kernel module (llmops.sglang test stand-in)',
-              'name=nvidia', 'vermagic=%s SMP preempt mod_unload modversions ' % KERNEL]
-    info = os.path.join(str(work), 'modinfo-%s-%s.bin' % (version, flavor))
-    with open(info, 'wb') as handle:
-        handle.write(b''.join(field.encode() + b'\0' for field in fields))
-    empty = os.path.join(str(work), 'empty.o')
-    if not os.path.exists(empty):
-        done = th.run(['as', '/dev/null', '-o', empty])
-        assert done.returncode == 0, done.stderr
-    done = th.run(['objcopy', '--add-section', '.modinfo=%s' % info, '--set-section-flags', '.modinfo=alloc,readonly', empty, path])
-    assert done.returncode == 0, done.stderr
-    return path
-
 
 def kernel_package(out, work, name, version, flavor, depends=()):
     upstream = version.split('-', 1)[0]
     build_deb(out, name, version, depends=['kmod'] + list(depends),
               description='NVIDIA kernel module (%s, DKMS-built module file)' % flavor,
-              files={'/lib/modules/%s/updates/dkms/nvidia.ko' % KERNEL: nvidia_ko(work, upstream, flavor)},
+              files={'/lib/modules/%s/updates/dkms/nvidia.ko' % KERNEL: th.nvidia_ko(work, upstream, flavor)},
               postinst='if [ "$1" = configure ]; then depmod -a %s; fi' % KERNEL)
 
 
