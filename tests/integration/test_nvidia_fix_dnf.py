@@ -232,33 +232,8 @@ def locks_for(version):
 
 
 def run_fix(node, check_mode=False):
-    work = node['work']
-    out = os.path.join(work, 'result-%s.json' % os.urandom(4).hex())
-    playbook = os.path.join(work, 'fix-dnf.yml')
-    with open(playbook, 'w', encoding='utf-8') as handle:
-        handle.write(textwrap.dedent('''\
-            - hosts: all
-              gather_facts: false
-              tasks:
-                - name: Make user space match the loaded module
-                  llmops.sglang.nvidia_driver_match:
-                    fix: true
-                    package_manager: dnf
-                  register: nvidia
-                  # The failure is the result under test; it is written out and asserted by pytest.
-                  ignore_errors: true
-                - name: Write the result
-                  ansible.builtin.copy:
-                    content: "{{ nvidia | to_json }}"
-                    dest: %s
-                    mode: "0600"
-                  delegate_to: localhost
-                  check_mode: false
-            ''') % out)
-    proc = fh.run_playbook(node, playbook, check_mode=check_mode)
-    assert proc.returncode == 0 and os.path.exists(out), proc.stdout[-3000:] + proc.stderr[-3000:]
-    with open(out, encoding='utf-8') as handle:
-        return json.load(handle)
+    """nvidia_driver_match fix=true with dnf against NODE over SSH; returns the module's result (a failure is a result)."""
+    return fh.run_match(node, {'fix': True, 'package_manager': 'dnf'}, check_mode=check_mode)
 
 
 def test_fix_with_real_dnf(repo):
