@@ -25,7 +25,6 @@ fails a check.  Usage:  PYTHONPATH=/path/above/ansible_collections python tests/
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import sys
@@ -49,8 +48,6 @@ SHORT = {
     sm.SITE_GLM5: 'GLM-5 MoE (G)',
     sm.SITE_RESOLVER: 'resolver (F)',
 }
-
-
 
 
 def one(version):

@@ -157,7 +157,6 @@ def build_deb(out, name, version, depends=(), provides=(), description='', files
     shutil.rmtree(root)
 
 
-
 def kernel_package(out, work, name, version, flavor, depends=()):
     upstream = version.split('-', 1)[0]
     build_deb(out, name, version, depends=['kmod'] + list(depends),

@@ -768,8 +768,8 @@ def test_versionlock_list_recorded():
     locks = nd.parse_versionlock_list(_read(os.path.join(LIVE, 'dnf-versionlock-list.txt')))
     assert sorted(locks) == ['nvidia-driver-NVML-3:535.261.03-1.el9.*', 'nvidia-driver-cuda-3:535.261.03-1.el9.*',
                              'nvidia-driver-cuda-libs-3:535.261.03-1.el9.*', 'nvidia-driver-libs-3:535.261.03-1.el9.*']
-    assert sorted(nd.versionlock_name(entry) for entry in locks) == ['nvidia-driver-NVML', 'nvidia-driver-cuda', 'nvidia-driver-cuda-libs',
-                                                                    'nvidia-driver-libs']
+    names = sorted(nd.versionlock_name(entry) for entry in locks)
+    assert names == ['nvidia-driver-NVML', 'nvidia-driver-cuda', 'nvidia-driver-cuda-libs', 'nvidia-driver-libs']
     # excludes ("!" entries) are not locks
     assert nd.parse_versionlock_list('!nvidia-driver-3:570.86.15-1.el8.*\n') == []
 

@@ -90,8 +90,6 @@ CHANGES = {
 PATCHABLE = [v for v in sglang_wheels.FIXTURE_VERSIONS if CHANGES[v]]
 
 
-
-
 @pytest.fixture
 def release(tmp_path, request):
     """A fresh copy of the released files of request.param; returns (version, package dir)."""

@@ -26,7 +26,6 @@ import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
 PY = sys.executable
 
 
-
 def run_module(capsys, args):
     # a real module process starts with no warnings; in-process runs share ansible's global list
     getattr(warnings_mod, '_global_warnings', {}).clear()
