@@ -13,21 +13,36 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
+# the key -> flag rules shared with llmops.sglang.sglang_server_flags
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_flags import (
+    duplicate_keys,
+    duplicate_message,
+    flag_for_key,
+    valid_key,
+)
+
 # Characters that systemd's ExecStart= word splitting leaves alone without quoting.
 _SYSTEMD_SAFE = re.compile(r'^[A-Za-z0-9_@+=:,./-]+$')
-_FLAG_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_-]*$')
 
 
 def _flag(name):
     if not isinstance(name, str):
         raise AnsibleFilterError(f"sglang_cli_args: argument name {name!r} is not a string; use SGLang's flag name, e.g. 'tp-size'")
-    bare = name[2:] if name.startswith('--') else name
-    if not _FLAG_NAME.match(bare):
+    if not valid_key(name):
         raise AnsibleFilterError(
             f"sglang_cli_args: {name!r} is not a valid SGLang flag name; use names such as 'model-path' or 'tp_size' "
             "(without spaces or '=')"
         )
-    return '--' + bare.replace('_', '-')
+    return flag_for_key(name)
+
+
+def _check_duplicates(args):
+    """Reject two keys that render to the same flag (SGLang's argparse would silently keep the last)."""
+    for name in args:
+        _flag(name)  # a malformed name gets its own message first
+    duplicates = duplicate_keys(args)
+    if duplicates:
+        raise AnsibleFilterError('sglang_cli_args: ' + '; '.join(duplicate_message(flag, keys) for flag, keys in duplicates))
 
 
 def _scalar(flag, value):
@@ -84,7 +99,8 @@ def sglang_cli_args(args, known_flags=None, boolean_flags=None):
     C(--json-model-override-args)), anything else is passed as its string form.
     Keys keep the order of the dict.
 
-    Raises AnsibleFilterError for a non-dict input or a malformed flag name.
+    Raises AnsibleFilterError for a non-dict input, a malformed flag name, or two keys that name the same flag
+    (C(tp_size) and C(tp-size), C(--tp-size) and C(tp-size)), whatever their values.
 
     With C(known_flags) (the RV(flags) of llmops.sglang.sglang_server_flags), a flag the installed release does not
     define raises AnsibleFilterError naming it and its close matches. With C(boolean_flags), a switch given a value
@@ -97,6 +113,7 @@ def sglang_cli_args(args, known_flags=None, boolean_flags=None):
             f"sglang_cli_args: expected a dict of SGLang server arguments, got {type(args).__name__}; "
             "write them as a mapping, e.g. {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8}"
         )
+    _check_duplicates(args)
     _check_known(args, known_flags, boolean_flags)
     argv = []
     for name, value in args.items():

@@ -626,11 +626,41 @@ def parse_server_flags(sources):
 _FLAG_NAME = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_-]*$')
 
 
+def valid_key(key):
+    """Whether an argument key is a flag name the sglang_cli_args filter accepts (``tp_size``, ``--tp-size``)."""
+    if not isinstance(key, str):
+        return False
+    return bool(_FLAG_NAME.match(key[2:] if key.startswith('--') else key))
+
+
 def flag_for_key(key):
     """The flag an argument key renders to (the rules of the sglang_cli_args filter): ``tp_size`` -> ``--tp-size``."""
     key = str(key)
     bare = key[2:] if key.startswith('--') else key
     return '--' + bare.replace('_', '-')
+
+
+def duplicate_keys(keys):
+    """Keys that render to the same flag (``tp_size`` and ``tp-size``, ``--tp-size`` and ``tp-size``).
+
+    Returns a list of ``(flag, [key, ...])`` in the order the flags first appear, one entry per flag named by more
+    than one key.  Malformed keys (see :func:`valid_key`) are left out.  Only identical flag names count: argparse
+    aliases (``--tensor-parallel-size`` for ``--tp-size``) are not resolved.
+    """
+    by_flag = {}
+    for key in keys:
+        if valid_key(key):
+            by_flag.setdefault(flag_for_key(key), []).append(key)
+    return [(flag, names) for flag, names in by_flag.items() if len(names) > 1]
+
+
+def duplicate_message(flag, keys):
+    """``'tp_size' and 'tp-size' both name --tp-size; ...``: what to say about one entry of :func:`duplicate_keys`."""
+    names = [repr(k) for k in keys]
+    listed = '%s and %s' % (', '.join(names[:-1]), names[-1])
+    return ('%s %s name %s (keys are read without the leading -- and with _ as -), so %s would be given %d times and '
+            'SGLang would silently use the last; keep one of them'
+            % (listed, 'both' if len(keys) == 2 else 'all', flag, flag, len(keys)))
 
 
 def close_matches(flag, known, n=3):
@@ -647,23 +677,24 @@ def check_args(args, parsed):
     """Compare user arguments (the filter's dict) with parsed flags.
 
     Returns ``(unknown, problems)``: ``unknown`` is a list of dicts ``{key, flag, did_you_mean}`` for flags the
-    release does not define; ``problems`` is a list of messages for values that cannot be right (a non-boolean value
-    for a flag that takes no value, a malformed name).
+    release does not define; ``problems`` is a list of messages for arguments that cannot be right (a non-boolean value
+    for a flag that takes no value, a malformed name, two keys that name the same flag).
     """
     known = set(parsed['flags'])
     boolean = set(parsed['boolean_flags'])
     unknown = []
     problems = []
     for key, value in (args or {}).items():
-        bare = str(key)[2:] if str(key).startswith('--') else str(key)
-        if not isinstance(key, str) or not _FLAG_NAME.match(bare):
+        if not valid_key(key):
             problems.append('%r is not a valid SGLang flag name; use names such as model-path or tp_size' % (key,))
             continue
         flag = flag_for_key(key)
         if flag not in known:
-            unknown.append({'key': key, 'flag': flag, 'did_you_mean': close_matches(flag, known)})
+            if all(item['flag'] != flag for item in unknown):  # tp_size and tp-size: one unknown flag
+                unknown.append({'key': key, 'flag': flag, 'did_you_mean': close_matches(flag, known)})
         elif flag in boolean and value is not None and not isinstance(value, bool):
             problems.append('%s takes no value (it is a switch); give it true or false, not %r' % (flag, value))
+    problems.extend(duplicate_message(flag, keys) for flag, keys in duplicate_keys(args or {}))
     return unknown, problems
 
 

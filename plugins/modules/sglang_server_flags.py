@@ -41,6 +41,8 @@ options:
     description:
       - Server arguments to check, as given to the P(llmops.sglang.sglang_cli_args#filter) filter; keys are flag names
         with or without C(--), underscores are read as dashes (V(tp_size) is C(--tp-size)).
+      - Two keys that name the same flag (V(tp_size) and V(tp-size), V(--tp-size) and V(tp-size)) fail the check
+        whatever their values, as in the filter; only identical names count, argparse aliases are not resolved.
       - Values are only checked for switches (RV(boolean_flags)), which take V(true), V(false) or V(null).
       - Values of flags whose name contains C(key), C(token), C(secret) or C(password) (for example C(--api-key)) are
         masked in the result. AnsibleModule still logs its arguments to the target's journal when it starts, so keep
@@ -150,11 +152,16 @@ did_you_mean:
   type: dict
   sample: {"--enforce-disable-flashinfer-allreduce-fusion": ["--enable-flashinfer-allreduce-fusion"]}
 invalid_values:
-  description: Messages for switches in O(args) given a value that is not a boolean.
+  description:
+    - Messages for arguments in O(args) that cannot be right, each failing the module - a switch given a value that is
+      not a boolean, a malformed flag name, or two keys that name the same flag.
   returned: always
   type: list
   elements: str
-  sample: ["--trust-remote-code takes no value (it is a switch); give it true or false, not 'yes please'"]
+  sample:
+    - "--trust-remote-code takes no value (it is a switch); give it true or false, not 'yes please'"
+    - "'tp_size' and 'tp-size' both name --tp-size (keys are read without the leading -- and with _ as -), so --tp-size
+      would be given 2 times and SGLang would silently use the last; keep one of them"
 source_files:
   description: The SGLang source files the flags were read from, relative to the directory above the package.
   returned: when the flags were read (also when O(args) fails the check)

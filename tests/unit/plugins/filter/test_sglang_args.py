@@ -129,3 +129,48 @@ def test_cli_args_value_flag_is_not_checked_as_switch():
 def test_cli_args_known_flags_must_be_a_list(bad):
     with pytest.raises(AnsibleFilterError, match='known_flags must be a list'):
         sglang_cli_args({'tp-size': 1}, known_flags=bad)
+
+
+# Two keys that name the same flag: today's dicts would render the flag twice and SGLang's argparse keeps the last.
+@pytest.mark.parametrize('args, keys, flag', [
+    ({'tp_size': 4, 'tp-size': 8}, ("'tp_size'", "'tp-size'"), '--tp-size'),
+    ({'--tp-size': 4, 'tp-size': 8}, ("'--tp-size'", "'tp-size'"), '--tp-size'),
+    ({'--model_path': 'a', 'model-path': 'b'}, ("'--model_path'", "'model-path'"), '--model-path'),
+])
+def test_cli_args_rejects_two_keys_for_one_flag(args, keys, flag):
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_cli_args(args)
+    assert str(err.value) == (
+        f"sglang_cli_args: {keys[0]} and {keys[1]} both name {flag} (keys are read without the leading -- and with _ as -), "
+        f"so {flag} would be given 2 times and SGLang would silently use the last; keep one of them"
+    )
+
+
+def test_cli_args_duplicate_keys_whatever_their_values():
+    # null/false leave a flag out, but the dict still says two things about one flag: which one was meant is unknown
+    with pytest.raises(AnsibleFilterError, match="'trust_remote_code' and '--trust-remote-code' both name --trust-remote-code"):
+        sglang_cli_args({'trust_remote_code': True, '--trust-remote-code': None})
+
+
+def test_cli_args_three_keys_and_two_flags_in_one_message():
+    with pytest.raises(AnsibleFilterError) as err:
+        sglang_cli_args({'tp_size': 1, 'port': 1, 'tp-size': 2, '--tp_size': 3, '--port': 2})
+    msg = str(err.value)
+    assert "'tp_size', 'tp-size' and '--tp_size' all name --tp-size" in msg and '--tp-size would be given 3 times' in msg
+    assert "; 'port' and '--port' both name --port" in msg
+
+
+def test_cli_args_duplicates_checked_before_known_flags():
+    with pytest.raises(AnsibleFilterError, match="'tp_size' and 'tp-size' both name --tp-size"):
+        sglang_cli_args({'tp_size': 4, 'tp-size': 8}, known_flags=_KNOWN_059, boolean_flags=_SWITCHES_059)
+
+
+def test_cli_args_aliases_are_not_duplicates():
+    # --tensor-parallel-size is argparse's alias of --tp-size; aliases are not resolved (only identical names count)
+    assert sglang_cli_args({'tp-size': 4, 'tensor-parallel-size': 8}, known_flags=_KNOWN_059) == [
+        '--tp-size', '4', '--tensor-parallel-size', '8']
+
+
+def test_cli_args_malformed_name_reported_before_duplicates():
+    with pytest.raises(AnsibleFilterError, match="'tp size' is not a valid SGLang flag name"):
+        sglang_cli_args({'tp_size': 1, 'tp-size': 2, 'tp size': 3})

@@ -94,6 +94,25 @@ def test_unknown_flag_fails_naming_flag_version_and_match(capsys, pkg_0_5_14):
     assert 'flags' not in res and res['sglang_version'] == '0.5.14'
 
 
+def test_two_keys_for_one_flag_fail(capsys, pkg_0_5_14):
+    res = run_module(capsys, {'sglang_path': str(pkg_0_5_14), 'args': {'tp_size': 4, 'model-path': 'x', 'tp-size': 8}})
+    assert res['failed'] is True
+    assert res['unknown'] == []
+    assert res['invalid_values'] == [
+        "'tp_size' and 'tp-size' both name --tp-size (keys are read without the leading -- and with _ as -), so --tp-size "
+        "would be given 2 times and SGLang would silently use the last; keep one of them"]
+    assert res['msg'].startswith(res['invalid_values'][0] + '. Fix the server arguments')
+
+
+def test_two_keys_for_one_unknown_flag_name_it_once(capsys, pkg_0_5_14):
+    res = run_module(capsys, {'sglang_path': str(pkg_0_5_14), 'args': {'--tp': 4, 'tp': 8}})
+    assert res['failed'] is True
+    assert res['unknown'] == ['--tp']
+    assert res['invalid_values'] == [
+        "'--tp' and 'tp' both name --tp (keys are read without the leading -- and with _ as -), so --tp "
+        "would be given 2 times and SGLang would silently use the last; keep one of them"]
+
+
 def test_not_a_package_dir(capsys, tmp_path):
     res = run_module(capsys, {'sglang_path': str(tmp_path)})
     assert res['failed'] is True
