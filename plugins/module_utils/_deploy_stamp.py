@@ -4,10 +4,10 @@
 
 """The deployment record of an SGLang unit: what a successful deployment left on the host.
 
-A record holds the fingerprint of the deployment's inputs (computed on the controller), the sha256 of every
-file the deployment manages, a digest of the installed ``sglang`` package (the environment's distributions, sglang's
-dist-info and the content of the SM120-patched sources: catches pip installs, up/downgrades, patches and reverts)
-and the unit's InvocationID.
+A record holds a digest per input of the deployment (computed on the controller: variables, role files), the
+sha256, mode and owner of every file the deployment manages (mode and owner for directories), a digest of the
+installed ``sglang`` package (the environment's distributions, sglang's dist-info and the content of the
+SM120-patched sources: catches pip installs, up/downgrades, patches and reverts) and the unit's InvocationID.
 
 ``compare()`` tells whether the host still runs exactly the recorded deployment and, if not, every reason
 why; a deploy can then skip installing and configuring when nothing differs. Standard library only: runs on
@@ -22,7 +22,7 @@ import json
 import os
 import tempfile
 
-FORMAT = 1
+FORMAT = 2
 
 # systemctl show properties compared for the unit.
 UNIT_PROPERTIES = ('ActiveState', 'SubState', 'UnitFileState', 'NeedDaemonReload', 'InvocationID')
@@ -51,6 +51,22 @@ def file_digest(path):
     except OSError as err:
         raise StampError('Cannot read %s to record or compare it: %s. Run the task as root (become: true).' % (path, err))
     return digest.hexdigest()
+
+
+def file_state(path):
+    """What the record keeps of a managed path: ``{'sha256', 'mode', 'uid', 'gid'}`` for a file (``sha256`` None for a
+    directory), None when the path does not exist. Mode is the permission bits as an octal string (``'0600'``).
+
+    Raises StampError when the path exists but cannot be read.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise StampError('Cannot read %s to record or compare it: %s. Run the task as root (become: true).' % (path, err))
+    return {'sha256': None if os.path.isdir(path) else file_digest(path), 'mode': '%04o' % (st.st_mode & 0o7777),
+            'uid': st.st_uid, 'gid': st.st_gid}
 
 
 def install_digest(package_dir, watched=()):
@@ -90,17 +106,18 @@ def install_digest(package_dir, watched=()):
     return digest.hexdigest(), count
 
 
-def build(fingerprint, files, sglang=None, unit=None, now=None):
+def build(inputs, files, sglang=None, unit=None, now=None):
     """The record to write.
 
-    ``files``: paths of the files the deployment manages (absent ones are recorded as absent).
+    ``inputs``: ``{name: digest}`` of everything the deployment was made from (opaque strings, compared by name).
+    ``files``: paths the deployment manages (absent ones are recorded as absent).
     ``sglang``: ``{'path', 'version', 'tree', 'files'}`` of the installed package, or None.
     ``unit``: ``{'name', 'invocation'}``, or None.
     """
     return {
         'format': FORMAT,
-        'fingerprint': fingerprint,
-        'files': dict((path, file_digest(path)) for path in sorted(set(files))),
+        'inputs': dict(inputs),
+        'files': dict((path, file_state(path)) for path in sorted(set(files))),
         'sglang': sglang,
         'unit': unit,
         'recorded_at': (now or datetime.datetime.now(datetime.timezone.utc)).strftime('%Y-%m-%dT%H:%M:%SZ'),
@@ -130,9 +147,22 @@ def read(path):
     try:
         record = json.loads(raw.decode('utf-8'))
     except ValueError:
-        # A damaged record only costs one full deploy: compare() reports it and the deploy rewrites it.
-        return {'format': None, 'damaged': True}
-    return record if isinstance(record, dict) else {'format': None, 'damaged': True}
+        record = None
+    # A damaged record only costs one full deploy: compare() reports it and the deploy rewrites it.
+    return record if _well_formed(record) else {'format': None, 'damaged': True}
+
+
+def _well_formed(record):
+    """Shape of a record written by build() (any format): the types compare() relies on."""
+    if not isinstance(record, dict):
+        return False
+    if record.get('format') != FORMAT:
+        return 'format' in record
+    files = record.get('files')
+    return (isinstance(record.get('inputs'), dict) and isinstance(files, dict)
+            and all(v is None or (isinstance(v, dict) and set(v) == {'sha256', 'mode', 'uid', 'gid'}) for v in files.values())
+            and (record.get('sglang') is None or isinstance(record.get('sglang'), dict))
+            and (record.get('unit') is None or isinstance(record.get('unit'), dict)))
 
 
 def write(path, record):
@@ -162,39 +192,48 @@ def write(path, record):
         raise StampError('Cannot write the deployment record %s: %s' % (path, err))
 
 
-def compare(record, fingerprint, files, sglang=None, unit_state=None, health=None):
-    """Reasons why the host no longer runs the recorded deployment; an empty list means it still does.
+def _owner(state):
+    return '%s %d:%d' % (state['mode'], state['uid'], state['gid'])
 
-    ``record``: from read(). ``files``/``fingerprint``/``sglang``: as for build(), for now.
+
+def compare(record, inputs, files, sglang=None, unit_state=None, health=None):
+    """Why the host no longer runs the recorded deployment: ``(reasons, unit_changed)``.
+
+    ``reasons`` is a list of sentences, empty when the host still runs it. ``unit_changed`` is True when the unit
+    itself is not the recorded run (not active, or another invocation): a multi-node deployment must then restart
+    every rank. ``record``: from read(). ``inputs``/``files``/``sglang``: as for build(), for now.
     ``unit_state``: ``_sglang_probe.parse_systemctl_show()`` of the unit now, or None when no unit is checked.
     ``health``: ``_sglang_probe.http_get()`` result of GET /health now, or None when not probed.
     """
     if record is None:
-        return ['no deployment record yet']
+        return ['no deployment record yet'], False
     if record.get('damaged'):
-        return ['the deployment record is damaged (not JSON)']
+        return ['the deployment record is damaged (not a record this collection wrote)'], False
     if record.get('format') != FORMAT:
-        return ['the deployment record has format %r, this collection writes %d' % (record.get('format'), FORMAT)]
+        return ['the deployment record has format %r, this collection writes %d' % (record.get('format'), FORMAT)], False
     reasons = []
-    if record.get('fingerprint') != fingerprint:
-        reasons.append("the deployment's inputs changed (variables, templates or role files)")
-    recorded_files = record.get('files') or {}
+    recorded_inputs = record['inputs']
+    changed = sorted(name for name in set(recorded_inputs) | set(inputs) if recorded_inputs.get(name) != inputs.get(name))
+    if changed:
+        reasons.append('inputs changed: %s' % ', '.join(changed))
+    recorded_files = record['files']
     wanted = sorted(set(files))
     if sorted(recorded_files) != wanted:
         reasons.append('the set of managed files changed (%s)' % ', '.join(sorted(set(recorded_files) ^ set(wanted))))
     for path in wanted:
         if path not in recorded_files:
             continue
-        now = file_digest(path)
-        before = recorded_files[path]
+        now, before = file_state(path), recorded_files[path]
         if now == before:
             continue
         if now is None:
             reasons.append('%s was removed' % path)
         elif before is None:
             reasons.append('%s appeared' % path)
-        else:
+        elif now['sha256'] != before['sha256']:
             reasons.append('%s was changed on the host' % path)
+        else:
+            reasons.append('mode or owner of %s changed on the host (%s, recorded %s)' % (path, _owner(now), _owner(before)))
     recorded_sglang = record.get('sglang')
     if (recorded_sglang is None) != (sglang is None):
         reasons.append('SGLang was %s' % ('installed' if sglang else 'removed'))
@@ -206,19 +245,23 @@ def compare(record, fingerprint, files, sglang=None, unit_state=None, health=Non
         elif recorded_sglang.get('tree') != sglang.get('tree'):
             reasons.append('the installation of SGLang %s at %s changed (an SM120-patched source, its dist-info or the installed '
                            'distributions beside it)' % (sglang.get('version'), sglang.get('path')))
+    unit_changed = False
     if unit_state is not None:
-        name = (record.get('unit') or {}).get('name', 'the unit')
+        unit = record.get('unit') or {}
+        name = unit.get('name', 'the unit')
         active = unit_state.get('ActiveState', '')
         if active != 'active':
             reasons.append('%s is %s (%s), not active' % (name, active or 'unknown', unit_state.get('SubState', '?')))
+            unit_changed = True
         if unit_state.get('UnitFileState', '') != 'enabled':
             reasons.append('%s is %s, not enabled' % (name, unit_state.get('UnitFileState', '') or 'not installed'))
         if unit_state.get('NeedDaemonReload', 'no') == 'yes':
             reasons.append('%s has a daemon-reload pending (its unit file changed on disk)' % name)
-        recorded_invocation = (record.get('unit') or {}).get('invocation')
+        recorded_invocation = unit.get('invocation')
         if recorded_invocation and unit_state.get('InvocationID') != recorded_invocation:
             reasons.append('%s was restarted since the deployment (InvocationID %s, recorded %s)'
                            % (name, unit_state.get('InvocationID') or 'none', recorded_invocation))
+            unit_changed = True
     if health is not None and health.get('status') != 200:
         reasons.append('GET %s answered %s' % (health.get('url'), health.get('status') or health.get('error') or 'nothing'))
-    return reasons
+    return reasons, unit_changed

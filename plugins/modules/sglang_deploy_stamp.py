@@ -12,12 +12,12 @@ short_description: Record what a deployment of an SGLang unit left on the host, 
 version_added: 0.1.0
 description:
   - With O(state=present), writes a deployment record to O(path) (JSON, mode C(0600), written atomically) holding
-    O(fingerprint), the sha256 of every file in O(files), a digest of the installed C(sglang) package with its
+    O(inputs), the sha256, mode and owner of every file in O(files) (mode and owner of directories), a digest of the installed C(sglang) package with its
     version (the distributions installed in its environment, the files of its C(dist-info) by size and modification
     time, and the content of the source files M(llmops.sglang.sglang_patch_sm120) edits), and the current
     C(InvocationID) of O(unit).
   - With O(state=query), compares the host with that record and returns RV(current=true) only when nothing differs
-    (same fingerprint, every managed file has the recorded sha256 or is still absent, SGLang has the same version and
+    (the same digest for every input, every managed file has the recorded sha256, mode and owner or is still absent, SGLang has the same version and
     an unchanged installation, the unit is active, enabled, needs no daemon-reload and was not restarted since the
     record was written, and with O(health_url) the server answers C(GET /health) with 200). Otherwise RV(reasons)
     lists every difference. It never fails because the host differs.
@@ -40,17 +40,20 @@ options:
     type: str
     choices: [query, present]
     default: query
-  fingerprint:
+  inputs:
     description:
-      - Digest of everything the deployment was made from, computed on the controller (the P(llmops.sglang.sglang_service#role)
-        role hashes its variables, the hosts of a multi-node group and its own task and template files).
-      - Opaque to the module; it is only compared.
-    type: str
+      - What the deployment was made from, as a dict of input name to digest, computed on the controller. The
+        P(llmops.sglang.sglang_service#role) role passes the sha256 of each of its variables (values templated), of the
+        multi-node arguments derived from the inventory and of its own task and template files.
+      - The values are opaque to the module; O(state=query) names every input whose digest differs, was added or
+        was removed.
+    type: dict
     required: true
   files:
     description:
-      - Files the deployment manages (unit file, environment files, ...). A file that does not exist is recorded as
-        absent, so its later appearance counts as a change.
+      - Files and directories the deployment manages (unit file, environment files, their directories). Content
+        (sha256, files only), permission bits and owner and group are recorded; a path that does not exist is
+        recorded as absent, so its later appearance counts as a change.
     type: list
     elements: path
     default: []
@@ -95,7 +98,8 @@ attributes:
 notes:
   - The installation digest covers what a deploy controls (versions, patches), not every one of SGLang's ~3300 files; a
     hand edit of another SGLang source file is not seen (a deploy would not undo it either).
-  - The fingerprint is a sha256 over values that include secrets (API key, tokens); the record is root-only (C(0600)).
+  - The inputs' digests include digests of secrets (API key, tokens); the record is root-only (C(0600)), like the
+    files that hold the secrets themselves.
 seealso:
   - module: llmops.sglang.wait_for_sglang
   - module: llmops.sglang.sglang_patch_sm120
@@ -107,7 +111,9 @@ EXAMPLES = r'''
 - name: Check whether the host still runs exactly the last deployment
   llmops.sglang.sglang_deploy_stamp:
     path: /var/lib/sglang/sglang.deployed.json
-    fingerprint: "{{ my_inputs | to_json(sort_keys=true) | hash('sha256') }}"
+    inputs:
+      server_args: "{{ my_server_args | to_json | hash('sha256') }}"
+      environment: "{{ my_environment | to_json | hash('sha256') }}"
     files:
       - /etc/systemd/system/sglang.service
       - /etc/sglang/sglang.env
@@ -125,7 +131,9 @@ EXAMPLES = r'''
   llmops.sglang.sglang_deploy_stamp:
     path: /var/lib/sglang/sglang.deployed.json
     state: present
-    fingerprint: "{{ my_inputs | to_json(sort_keys=true) | hash('sha256') }}"
+    inputs:
+      server_args: "{{ my_server_args | to_json | hash('sha256') }}"
+      environment: "{{ my_environment | to_json | hash('sha256') }}"
     files:
       - /etc/systemd/system/sglang.service
       - /etc/sglang/sglang.env
@@ -144,7 +152,14 @@ reasons:
   returned: always
   type: list
   elements: str
-  sample: ["/etc/sglang/sglang.env was changed on the host", "sglang.service was restarted since the deployment (InvocationID ...)"]
+  sample: ["inputs changed: sglang_service_args", "/etc/sglang/sglang.env was changed on the host"]
+unit_changed:
+  description:
+    - Whether O(unit) is not the recorded run any more (not active, or started again since the record was written).
+      A multi-node deployment restarts every rank then, since a rank started alone cannot rejoin the others.
+  returned: always
+  type: bool
+  sample: false
 invocation_id:
   description: The unit's current C(InvocationID); V(null) without O(unit).
   returned: always
@@ -216,7 +231,7 @@ def main():
         argument_spec=dict(
             path=dict(type='path', required=True),
             state=dict(type='str', choices=['query', 'present'], default='query'),
-            fingerprint=dict(type='str', required=True),
+            inputs=dict(type='dict', required=True),
             files=dict(type='list', elements='path', default=[]),
             python=dict(type='path'),
             unit=dict(type='str'),
@@ -237,11 +252,12 @@ def main():
             if p['health_url']:
                 health = probe.http_get(p['health_url'], '/health', timeout=p['health_timeout'])
                 health.pop('body', None)
-            reasons = ds.compare(record, p['fingerprint'], p['files'], sglang, unit_state, health)
+            reasons, unit_changed = ds.compare(record, p['inputs'], p['files'], sglang, unit_state, health)
             current = not reasons
-            module.exit_json(current=current, reasons=reasons, recorded_at=(record or {}).get('recorded_at'), health=health, **result)
+            module.exit_json(current=current, reasons=reasons, unit_changed=unit_changed,
+                             recorded_at=(record or {}).get('recorded_at'), health=health, **result)
         unit = {'name': p['unit'], 'invocation': invocation} if p['unit'] else None
-        new = ds.build(p['fingerprint'], p['files'], sglang, unit)
+        new = ds.build(p['inputs'], p['files'], sglang, unit)
         changed = not ds.same_record(record, new)
         if changed and not module.check_mode:
             ds.write(p['path'], new)
@@ -250,7 +266,7 @@ def main():
             result['diff'] = dict(before=json.dumps(record, indent=1, sort_keys=True) + '\n' if record else '',
                                   after=json.dumps(new, indent=1, sort_keys=True) + '\n',
                                   before_header=p['path'], after_header=p['path'])
-        module.exit_json(current=True, reasons=[], recorded_at=new['recorded_at'], health=None, **result)
+        module.exit_json(current=True, reasons=[], unit_changed=False, recorded_at=new['recorded_at'], health=None, **result)
     except ds.StampError as err:
         module.fail_json(msg=err.msg, path=p['path'])
 

@@ -33,8 +33,11 @@ def files(tmp_path):
     return [str(unit), str(env), str(tmp_path / 'sglang.secret-args.yaml')]
 
 
+INPUTS = {'sglang_service_args': 'a' * 64, 'sglang_service_environment': 'b' * 64, 'role files': 'c' * 64}
+
+
 def record(files, **kw):
-    args = dict(fingerprint='f1', files=files, sglang=SGLANG, unit=UNIT, now=NOW)
+    args = dict(inputs=INPUTS, files=files, sglang=SGLANG, unit=UNIT, now=NOW)
     args.update(kw)
     return ds.build(**args)
 
@@ -47,7 +50,7 @@ def test_file_digest_is_sha256_and_none_for_absent(tmp_path):
 
 
 def test_unchanged_host_is_current(files):
-    assert ds.compare(record(files), 'f1', files, SGLANG, RUNNING) == []
+    assert ds.compare(record(files), INPUTS, files, SGLANG, RUNNING) == ([], False)
 
 
 def test_every_difference_is_named(files):
@@ -60,9 +63,12 @@ def test_every_difference_is_named(files):
     unit = dict(RUNNING, ActiveState='failed', SubState='failed', UnitFileState='disabled', NeedDaemonReload='yes',
                 InvocationID='11111111111111111111111111111111')
     sglang = dict(SGLANG, version='0.5.10')
-    reasons = ds.compare(rec, 'f2', files, sglang, unit, {'url': 'http://127.0.0.1:30000/health', 'status': 503})
+    inputs = dict(INPUTS, sglang_service_args='d' * 64, sglang_service_api_key='e' * 64)
+    del inputs['role files']
+    reasons, unit_changed = ds.compare(rec, inputs, files, sglang, unit, {'url': 'http://127.0.0.1:30000/health', 'status': 503})
+    assert unit_changed is True
     assert reasons == [
-        "the deployment's inputs changed (variables, templates or role files)",
+        'inputs changed: role files, sglang_service_api_key, sglang_service_args',
         # in path order
         '%s was changed on the host' % files[1],
         '%s appeared' % files[2],
@@ -77,39 +83,73 @@ def test_every_difference_is_named(files):
     ]
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason='chown to another user needs root')
+def test_mode_and_owner_count_for_files_and_directories(files, tmp_path):
+    secret = tmp_path / 'sglang.secret.env'
+    secret.write_text('HF_TOKEN=x\n')
+    os.chmod(str(secret), 0o600)
+    os.chmod(str(tmp_path), 0o750)
+    managed = files + [str(secret), str(tmp_path)]
+    rec = record(managed)
+    assert rec['files'][str(tmp_path)]['sha256'] is None
+    os.chmod(str(secret), 0o644)
+    os.chown(str(tmp_path), 65534, -1)
+    reasons = ds.compare(rec, INPUTS, managed, SGLANG, RUNNING)[0]
+    assert reasons == [
+        'mode or owner of %s changed on the host (0750 65534:0, recorded 0750 0:0)' % tmp_path,
+        'mode or owner of %s changed on the host (0644 0:0, recorded 0600 0:0)' % secret,
+    ]
+
+
+def test_only_a_stopped_or_restarted_unit_is_a_unit_change(files):
+    rec = record(files)
+    assert ds.compare(rec, INPUTS, files, SGLANG, dict(RUNNING, ActiveState='inactive', SubState='dead'))[1] is True
+    assert ds.compare(rec, INPUTS, files, SGLANG, dict(RUNNING, InvocationID='1' * 32))[1] is True
+    assert ds.compare(rec, INPUTS, files, SGLANG, dict(RUNNING, NeedDaemonReload='yes'))[1] is False
+    assert ds.compare(rec, {}, files, SGLANG, RUNNING)[1] is False
+
+
 def test_package_tree_and_location_changes(files):
     rec = record(files)
-    assert ds.compare(rec, 'f1', files, dict(SGLANG, tree='b' * 64), RUNNING) == [
+    assert ds.compare(rec, INPUTS, files, dict(SGLANG, tree='b' * 64), RUNNING)[0] == [
         'the installation of SGLang 0.5.9 at %s changed (an SM120-patched source, its dist-info or the installed '
         'distributions beside it)' % SGLANG['path']]
-    assert ds.compare(rec, 'f1', files, dict(SGLANG, path='/srv/venv/sglang'), RUNNING) == [
+    assert ds.compare(rec, INPUTS, files, dict(SGLANG, path='/srv/venv/sglang'), RUNNING)[0] == [
         'SGLang moved from %s to /srv/venv/sglang' % SGLANG['path']]
-    assert ds.compare(rec, 'f1', files, None, RUNNING) == ['SGLang was removed']
-    assert ds.compare(record(files, sglang=None), 'f1', files, SGLANG, RUNNING) == ['SGLang was installed']
+    assert ds.compare(rec, INPUTS, files, None, RUNNING) == (['SGLang was removed'], False)
+    assert ds.compare(record(files, sglang=None), INPUTS, files, SGLANG, RUNNING) == (['SGLang was installed'], False)
 
 
 def test_health_refused_is_a_reason(files):
     health = {'url': 'http://127.0.0.1:30000/health', 'status': None, 'error': '[Errno 111] Connection refused'}
-    assert ds.compare(record(files), 'f1', files, SGLANG, RUNNING, health) == [
-        'GET http://127.0.0.1:30000/health answered [Errno 111] Connection refused']
+    assert ds.compare(record(files), INPUTS, files, SGLANG, RUNNING, health) == (
+        ['GET http://127.0.0.1:30000/health answered [Errno 111] Connection refused'], False)
 
 
 def test_set_of_managed_files_changed(files, tmp_path):
     extra = files + [str(tmp_path / 'sglang.secret.env')]
-    assert ds.compare(record(files), 'f1', extra, SGLANG, RUNNING) == [
+    assert ds.compare(record(files), INPUTS, extra, SGLANG, RUNNING)[0] == [
         'the set of managed files changed (%s)' % (tmp_path / 'sglang.secret.env')]
 
 
 def test_no_damaged_or_foreign_record(tmp_path, files):
     path = str(tmp_path / 'sglang.deployed.json')
     assert ds.read(path) is None
-    assert ds.compare(None, 'f1', files) == ['no deployment record yet']
+    assert ds.compare(None, INPUTS, files) == (['no deployment record yet'], False)
+    damaged = ['the deployment record is damaged (not a record this collection wrote)']
     with open(path, 'w', encoding='utf-8') as handle:
-        handle.write('{"fingerprint": ')
-    assert ds.compare(ds.read(path), 'f1', files) == ['the deployment record is damaged (not JSON)']
+        handle.write('{"inputs": ')
+    assert ds.compare(ds.read(path), INPUTS, files) == (damaged, False)
+    # valid JSON of the wrong shape (a hand edit): damaged, never a Python error
+    good = record(files)
+    for key, value in (('sglang', 'garbage'), ('unit', 5), ('files', ['x']), ('inputs', 'x'),
+                       ('files', {files[0]: 'x'})):
+        with open(path, 'w', encoding='utf-8') as handle:
+            json.dump(dict(good, **{key: value}), handle)
+        assert ds.compare(ds.read(path), INPUTS, files) == (damaged, False), (key, value)
     with open(path, 'w', encoding='utf-8') as handle:
-        json.dump({'format': 99}, handle)
-    assert ds.compare(ds.read(path), 'f1', files) == ['the deployment record has format 99, this collection writes 1']
+        json.dump({'format': 1, 'fingerprint': 'x'}, handle)
+    assert ds.compare(ds.read(path), INPUTS, files) == (['the deployment record has format 1, this collection writes 2'], False)
 
 
 def test_write_is_atomic_0600_and_round_trips(tmp_path, files):
@@ -129,9 +169,9 @@ def test_failed_write_keeps_the_old_record(tmp_path, files, monkeypatch):
         raise OSError(28, 'No space left on device')
     monkeypatch.setattr(ds.os, 'replace', full_disk)
     with pytest.raises(ds.StampError) as info:
-        ds.write(path, record(files, fingerprint='f2'))
+        ds.write(path, record(files, inputs={}))
     assert info.value.msg == 'Cannot write the deployment record %s: [Errno 28] No space left on device' % path
-    assert ds.read(path)['fingerprint'] == 'f1'
+    assert ds.read(path)['inputs'] == INPUTS
     assert [p for p in os.listdir(str(tmp_path)) if p.startswith('.')] == []
 
 
@@ -144,7 +184,7 @@ def test_write_into_a_missing_directory_says_what_to_do(tmp_path, files):
 def test_same_record_ignores_only_the_time(files):
     later = record(files, now=NOW + datetime.timedelta(hours=1))
     assert ds.same_record(record(files), later)
-    assert not ds.same_record(record(files), record(files, fingerprint='f2'))
+    assert not ds.same_record(record(files), record(files, inputs={}))
     assert not ds.same_record(None, later)
 
 

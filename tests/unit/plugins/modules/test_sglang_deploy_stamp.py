@@ -9,6 +9,7 @@ comparison tests in tests/unit/plugins/module_utils/test_deploy_stamp.py."""
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 import os
@@ -63,7 +64,8 @@ def host(tmp_path):
     unit.write_text('[Service]\nExecStart=/opt/sglang/venv/bin/python -m sglang.launch_server\n')
     env.write_text('NCCL_P2P_DISABLE=0\n')
     files = [str(unit), str(env), str(tmp_path / 'sglang.secret-args.yaml')]
-    return {'path': str(tmp_path / 'sglang.deployed.json'), 'files': files, 'fingerprint': 'f' * 64}
+    return {'path': str(tmp_path / 'sglang.deployed.json'), 'files': files,
+            'inputs': {'sglang_service_args': 'f' * 64, 'role files': 'e' * 64}}
 
 
 @pytest.fixture
@@ -90,22 +92,22 @@ def health_server():
 
 
 def test_first_query_has_no_record_and_writes_nothing(capsys, host):
-    res = run_module(capsys, {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']})
+    res = run_module(capsys, {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']})
     assert (res['changed'], res['current'], res['reasons'], res['recorded_at']) == (False, False, ['no deployment record yet'], None)
     assert not os.path.exists(host['path'])
 
 
 def test_check_mode_and_diff_write_nothing(capsys, host):
-    args = {'path': host['path'], 'state': 'present', 'fingerprint': host['fingerprint'], 'files': host['files']}
+    args = {'path': host['path'], 'state': 'present', 'inputs': host['inputs'], 'files': host['files']}
     res = run_module(capsys, args, check_mode=True, diff=True)
     assert res['changed'] is True
     assert res['diff']['before'] == ''
-    assert json.loads(res['diff']['after'])['fingerprint'] == host['fingerprint']
+    assert json.loads(res['diff']['after'])['inputs'] == host['inputs']
     assert not os.path.exists(host['path'])
 
 
 def test_present_is_idempotent_and_query_then_current(capsys, host, venv):
-    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files'], 'python': venv['python']}
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files'], 'python': venv['python']}
     first = run_module(capsys, dict(args, state='present'))
     assert first['changed'] is True and first['sglang_version'] == '0.5.9'
     assert os.stat(host['path']).st_mode & 0o777 == 0o600
@@ -113,13 +115,14 @@ def test_present_is_idempotent_and_query_then_current(capsys, host, venv):
     assert recorded['sglang']['version'] == '0.5.9'
     assert recorded['sglang']['path'] == str(venv['site'] / 'sglang')
     assert recorded['files'][host['files'][2]] is None
+    assert recorded['files'][host['files'][1]]['sha256'] == hashlib.sha256(b'NCCL_P2P_DISABLE=0\n').hexdigest()
     assert run_module(capsys, dict(args, state='present'))['changed'] is False
     res = run_module(capsys, args)
     assert (res['current'], res['reasons'], res['changed']) == (True, [], False)
 
 
 def test_hand_edits_and_sglang_changes_are_found(capsys, host, venv):
-    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files'], 'python': venv['python']}
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files'], 'python': venv['python']}
     run_module(capsys, dict(args, state='present'))
     with open(host['files'][1], 'a', encoding='utf-8') as handle:
         handle.write('NCCL_DEBUG=TRACE\n')
@@ -140,7 +143,7 @@ def test_hand_edits_and_sglang_changes_are_found(capsys, host, venv):
 
 
 def test_another_sglang_version_is_named(capsys, host, venv, tmp_path):
-    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files'], 'python': venv['python']}
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files'], 'python': venv['python']}
     run_module(capsys, dict(args, state='present'))
     dist = venv['site'] / 'sglang-0.5.9.dist-info'
     moved = venv['site'] / 'sglang-0.5.10.dist-info'
@@ -157,14 +160,14 @@ def test_another_sglang_version_is_named(capsys, host, venv, tmp_path):
 
 
 def test_interpreter_without_sglang_counts_as_not_installed(capsys, host, venv):
-    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']}
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']}
     run_module(capsys, dict(args, state='present', python=venv['python']))
     res = run_module(capsys, dict(args, python='/nonexistent/venv/bin/python'))
     assert res['reasons'] == ['SGLang was removed'] and res['sglang_version'] is None
 
 
 def test_health_must_answer_200(capsys, host, health_server):
-    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']}
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']}
     run_module(capsys, dict(args, state='present'))
     res = run_module(capsys, dict(args, health_url=health_server['url']))
     assert res['reasons'] == ['GET %s/health answered 503' % health_server['url']]
@@ -174,23 +177,24 @@ def test_health_must_answer_200(capsys, host, health_server):
     assert (res['current'], res['health']['status']) == (True, 200)
 
 
-def test_new_inputs_are_not_current(capsys, host):
-    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']}
+def test_changed_inputs_are_named(capsys, host):
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']}
     run_module(capsys, dict(args, state='present'))
-    res = run_module(capsys, dict(args, fingerprint='0' * 64))
-    assert res['reasons'] == ["the deployment's inputs changed (variables, templates or role files)"]
+    res = run_module(capsys, dict(args, inputs=dict(host['inputs'], sglang_service_args='0' * 64, sglang_service_port='1' * 64)))
+    assert res['reasons'] == ['inputs changed: sglang_service_args, sglang_service_port']
+    assert (res['current'], res['unit_changed']) == (False, False)
 
 
 def test_damaged_record_is_reported_then_rewritten(capsys, host):
-    Path(host['path']).write_text('{"format": 1, "finger')
-    args = {'path': host['path'], 'fingerprint': host['fingerprint'], 'files': host['files']}
-    assert run_module(capsys, args)['reasons'] == ['the deployment record is damaged (not JSON)']
+    Path(host['path']).write_text('{"format": 2, "inpu')
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']}
+    assert run_module(capsys, args)['reasons'] == ['the deployment record is damaged (not a record this collection wrote)']
     assert run_module(capsys, dict(args, state='present'))['changed'] is True
     assert run_module(capsys, args)['current'] is True
 
 
 def test_missing_directory_fails_with_advice(capsys, tmp_path):
-    res = run_module(capsys, {'path': str(tmp_path / 'no' / 'such' / 'dir' / 'x.json'), 'state': 'present', 'fingerprint': 'f'})
+    res = run_module(capsys, {'path': str(tmp_path / 'no' / 'such' / 'dir' / 'x.json'), 'state': 'present', 'inputs': {}})
     assert res['failed'] is True
     assert res['msg'].startswith('Cannot write the deployment record in %s' % (tmp_path / 'no' / 'such' / 'dir'))
     assert 'Create the directory first' in res['msg']
