@@ -150,6 +150,9 @@ if command -v pyenv >/dev/null 2>&1; then
 fi
 export HOME=$CI_DIR/home
 mkdir -p "$HOME"
+# molecule installs the collection under test into ~/.ansible/collections; a copy left there by an earlier run
+# would shadow this checkout for ansible-lint, which resolves the collection's modules there first.
+rm -rf "$HOME/.ansible/collections/ansible_collections/llmops/sglang"
 
 say "setup: copy of the checkout at $COLL"
 t0=$(date +%s.%N)
