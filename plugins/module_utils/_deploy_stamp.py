@@ -20,7 +20,8 @@ import datetime
 import hashlib
 import json
 import os
-import tempfile
+
+from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import write_atomic
 
 FORMAT = 2
 
@@ -171,24 +172,13 @@ def write(path, record):
     Raises StampError when the directory is missing or not writable; the old record is then left as it was.
     """
     directory = os.path.dirname(os.path.abspath(path))
-    data = (json.dumps(record, indent=1, sort_keys=True) + '\n').encode('utf-8')
+    if not os.path.isdir(directory):
+        raise StampError('Cannot write the deployment record in %s: no such directory. Create the directory first (the '
+                         'sglang_service role writes it in sglang_service_working_directory).' % directory)
     try:
-        fd, tmp = tempfile.mkstemp(prefix='.%s.' % os.path.basename(path), dir=directory)
+        # the temporary file is created 0600, and os.replace keeps that mode
+        write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + '\n').encode('utf-8'), os.replace)
     except OSError as err:
-        raise StampError('Cannot write the deployment record in %s: %s. Create the directory first (the sglang_service '
-                         'role writes it in sglang_service_working_directory).' % (directory, err))
-    try:
-        with os.fdopen(fd, 'wb') as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise StampError('Cannot write the deployment record %s: %s' % (path, err))
 
 

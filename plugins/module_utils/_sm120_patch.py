@@ -22,7 +22,8 @@ import glob
 import json
 import os
 import re
-import tempfile
+
+from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import write_atomic
 
 SITE_GATE = 'allreduce_fusion_gate'
 SITE_AUTO = 'allreduce_fusion_auto_enable'
@@ -1005,20 +1006,6 @@ def _default_move(src, dest):
     os.rename(src, dest)
 
 
-def _write_atomic(path, data, move):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path), suffix='.sm120tmp')
-    try:
-        with os.fdopen(fd, 'wb') as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        move(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def write(ws, python, run, move=None, backup=None):
     """Compile every changed file, then replace them atomically.  Returns (changed_paths, backup_files).
 
@@ -1046,13 +1033,13 @@ def write(ws, python, run, move=None, backup=None):
                     raise PatchError('%s changed on disk while this run planned its edits (another run or a pip install?)' % path)
             if backup is not None:
                 backups.append(backup(path))
-            _write_atomic(path, new_data[rel], move)
+            write_atomic(path, new_data[rel], move, suffix='.sm120tmp')
             done.append(rel)
     except Exception as exc:
         rollback_errors = []
         for rel in done:
             try:
-                _write_atomic(ws.path(rel), ws.original[rel], move)
+                write_atomic(ws.path(rel), ws.original[rel], move, suffix='.sm120tmp')
             except Exception as exc2:  # pylint: disable=broad-except
                 rollback_errors.append('%s: %s' % (ws.path(rel), exc2))
         raise PatchError('Writing %s failed (%s); %s' % (
