@@ -1128,9 +1128,13 @@ _pin_name = pin_name
 _pin_version = pin_version
 
 
-def _refuse_unsafe_plan(tool, plan, pins, replaced, argv, out):
-    """Refuse a dry-run plan (``{'install': [(name, ...)], 'remove': [(name, ...)]}``) that removes packages the fix
-    does not replace, or installs kernel-side packages. Raises FixError naming them."""
+def _checked_plan(tool, manager, plan, pins, replaced, argv, out, new_version):
+    """The dry-run plan (``{'install': [(name, ...)], 'remove': [(name, ...)]}``) of installing ``pins`` as the fix
+    uses it, with ``extra``: the packages it would also install, as ``(name, new_version(entry))``.
+
+    Raises FixError, naming them, when the plan removes packages the fix does not replace or installs kernel-side
+    packages.
+    """
     removals = [entry[0] for entry in plan['remove'] if entry[0] not in replaced]
     if removals:
         raise FixError('%s would remove %s to install %s; the fix never removes packages it does not replace. Resolve the conflict by hand'
@@ -1139,6 +1143,9 @@ def _refuse_unsafe_plan(tool, plan, pins, replaced, argv, out):
     if kernel:
         raise FixError('%s would also install or upgrade kernel-side packages (%s) to install %s; the fix never touches the kernel module. '
                        'Install matching user space by hand' % (tool, ', '.join(kernel), ' '.join(pins)), argv=argv, stdout=out)
+    wanted = set(_pin_name(pin, manager) for pin in pins)
+    extra = [(entry[0], new_version(entry)) for entry in plan['install'] if entry[0] not in wanted]
+    return {'argv': argv, 'install': plan['install'], 'remove': plan['remove'], 'extra': extra}
 
 
 class NvidiaDriverHost:
@@ -1258,11 +1265,8 @@ class NvidiaDriverHost:
             raise FixError('apt-get could not plan the install of %s (rc=%d): %s; check that the repository that provides these '
                            'exact versions is configured and apt-get update has run' % (' '.join(pins), rc, (err or out).strip()[-2000:]),
                            argv=argv, rc=rc, stdout=out, stderr=err)
-        plan = parse_apt_simulation(out)
-        wanted = dict((_pin_name(pin, 'apt'), _pin_version(pin, 'apt')) for pin in pins)
-        _refuse_unsafe_plan('apt-get', plan, pins, replaced, argv, out)
-        extra = [(name, new) for name, dummy, new in plan['install'] if name not in wanted]
-        return {'argv': argv, 'install': plan['install'], 'remove': plan['remove'], 'extra': extra}
+        # apt's plan lists (name, old version, new version)
+        return _checked_plan('apt-get', 'apt', parse_apt_simulation(out), pins, replaced, argv, out, lambda entry: entry[2])
 
     def dpkg_versions(self, names):
         dpkg_query = self.bin('dpkg-query')
@@ -1328,10 +1332,8 @@ class NvidiaDriverHost:
             raise FixError('dnf could not plan the install of %s (rc=%d): %s; check that the repository that provides these exact '
                            'versions is configured and enabled' % (' '.join(pins), rc, _tail(err or out)),
                            argv=argv, rc=rc, stdout=out, stderr=err)
-        wanted = dict((_pin_name(pin, 'dnf'), _pin_version(pin, 'dnf')) for pin in pins)
-        _refuse_unsafe_plan('dnf', plan, pins, replaced, argv, out)
-        extra = [(name, evr) for name, evr, dummy in plan['install'] if name not in wanted]
-        return {'argv': argv, 'install': plan['install'], 'remove': plan['remove'], 'extra': extra}
+        # dnf's plan lists (name, new epoch:version-release, section title)
+        return _checked_plan('dnf', 'dnf', plan, pins, replaced, argv, out, lambda entry: entry[1])
 
     def rpm_versions(self, names):
         """Installed ``version-release`` per package name (rpm database)."""
