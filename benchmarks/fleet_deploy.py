@@ -336,6 +336,21 @@ def prepare(args: argparse.Namespace, work: Path, env: dict[str, str]) -> dict[s
     return aenv
 
 
+def unchanged_run(playbook: list[str], label: str, log_name: str, names: list[str], args: argparse.Namespace,
+                  aenv: dict[str, str], logs: Path):
+    """Run the deploy again with nothing changed; returns (the run, its PLAY RECAP rows).
+
+    Raises BenchError unless every host reports changed=0.
+    """
+    done = run(playbook, timeout=args.run_timeout, env=aenv | {"FLEET_BENCH_TIMES": str(logs / f"{log_name}.json")},
+               log_file=logs / f"{log_name}.log")
+    rows = recap(done.out, names, label)
+    changed = {h: r["changed"] for h, r in rows.items() if r["changed"]}
+    if changed:
+        raise BenchError(f"{label}: expected changed=0 on every host, got {changed} (see {done.log})")
+    return done, rows
+
+
 def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str], aenv: dict[str, str]) -> SizeResult:
     names = [f"{args.prefix}{i}" for i in range(1, n + 1)]
     res = SizeResult(n)
@@ -379,16 +394,10 @@ def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str]
 
         before = invocation_ids(names, env)
         log(f"N={n}: second run (nothing changed)")
-        second = run(playbook, timeout=args.run_timeout, env=aenv | {"FLEET_BENCH_TIMES": str(logs / f"second-{n}.json")},
-                     log_file=logs / f"second-{n}.log")
+        second, rows = unchanged_run(playbook, f"N={n} second run", f"second-{n}", names, args, aenv, logs)
         res.second_tasks = task_times(logs / f"second-{n}.json")
         res.second = second.wall
-        rows = recap(second.out, names, f"N={n} second run")
         res.second_changed = {h: r["changed"] for h, r in rows.items()}
-        changed = {h: c for h, c in res.second_changed.items() if c}
-        if changed:
-            raise BenchError(f"N={n} second run: expected changed=0 on every host, got {changed} "
-                             f"(see {second.log})")
         after = invocation_ids(names, env)
         restarted = [h for h in names if before[h] != after[h] or not after[h]]
         if restarted:
@@ -402,12 +411,8 @@ def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str]
 
         # The alternative in the same run: the same no-change deploy without the check (every install and
         # configure task runs and finds nothing to do, then the readiness wait).
-        full = run(playbook + ["-e", "sglang_service_skip_unchanged=false"], timeout=args.run_timeout,
-                   env=aenv | {"FLEET_BENCH_TIMES": str(logs / f"second-full-{n}.json")}, log_file=logs / f"second-full-{n}.log")
-        rows = recap(full.out, names, f"N={n} second run without the no-change check")
-        changed = {h: r["changed"] for h, r in rows.items() if r["changed"]}
-        if changed:
-            raise BenchError(f"N={n} second run without the no-change check: expected changed=0, got {changed} (see {full.log})")
+        full, _rows = unchanged_run(playbook + ["-e", "sglang_service_skip_unchanged=false"],
+                                    f"N={n} second run without the no-change check", f"second-full-{n}", names, args, aenv, logs)
         res.second_full = full.wall
         log(f"N={n}: second run without the no-change check {res.second_full:.1f} s, changed=0")
 
