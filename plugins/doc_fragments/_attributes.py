@@ -16,3 +16,10 @@ attributes:
       - When run twice in a row with the same arguments, the second run reports RV(ignore:changed=false)
         and changes nothing on the target.
 '''
+
+    # What every module of this collection shares: idempotent, runs on POSIX targets. Use it after
+    # ansible.builtin.action_common_attributes; a module adds its own check_mode, diff_mode (and idempotent details).
+    MODULE = IDEMPOTENT + r'''    support: full
+  platform:
+    platforms: posix
+'''

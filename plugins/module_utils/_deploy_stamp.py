@@ -192,7 +192,7 @@ def compare(record, inputs, files, sglang=None, unit_state=None, health=None):
     ``reasons`` is a list of sentences, empty when the host still runs it. ``unit_changed`` is True when the unit
     itself is not the recorded run (not active, or another invocation): a multi-node deployment must then restart
     every rank. ``record``: from read(). ``inputs``/``files``/``sglang``: as for build(), for now.
-    ``unit_state``: ``_sglang_probe.parse_systemctl_show()`` of the unit now, or None when no unit is checked.
+    ``unit_state``: ``_systemd.show()`` of the unit now, or None when no unit is checked.
     ``health``: ``_sglang_probe.http_get()`` result of GET /health now, or None when not probed.
     """
     if record is None:

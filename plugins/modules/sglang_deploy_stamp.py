@@ -83,7 +83,7 @@ options:
     default: 5
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
@@ -91,10 +91,6 @@ attributes:
   diff_mode:
     support: full
     details: O(state=present) shows the record before and after.
-  idempotent:
-    support: full
-  platform:
-    platforms: posix
 notes:
   - The installation digest covers what a deploy controls (versions, patches), not every one of SGLang's ~3300 files; a
     hand edit of another SGLang source file is not seen (a deploy would not undo it either).
@@ -189,6 +185,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _deploy_stamp as ds
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
+from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
+from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
 from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import (
     PATCH_FILES,
     PatchError,
@@ -202,11 +200,8 @@ def _sglang_now(module):
     python = module.params['python']
     if not python:
         return None
-
-    def run(argv, _data):
-        return module.run_command(argv, check_rc=False, cwd='/', environ_update={'LC_ALL': 'C', 'LANGUAGE': 'C'})
     try:
-        package_dir, _info = locate_package(_resolve_python(python), run)
+        package_dir, _info = locate_package(_resolve_python(python), module_runner(module))
     except PatchError:
         # Not installed (yet): a first deploy creates the venv. Recorded and compared as "not installed".
         return None
@@ -219,11 +214,10 @@ def _unit_now(module):
     if not unit:
         return None
     systemctl = module.get_bin_path('systemctl', required=True)
-    argv = [systemctl, 'show', unit] + ['--property=%s' % p for p in ds.UNIT_PROPERTIES]
-    rc, out, err = module.run_command(argv, check_rc=False, environ_update={'LC_ALL': 'C'})
-    if rc != 0:
-        module.fail_json(msg='systemctl show %s failed (rc=%d): %s. Is systemd running on the host?' % (unit, rc, (err or out).strip()[-300:]))
-    return probe.parse_systemctl_show(out)
+    try:
+        return systemd.show(unit, ds.UNIT_PROPERTIES, module_runner(module), systemctl)
+    except systemd.SystemdError as err:
+        module.fail_json(msg=err.msg, rc=err.rc)
 
 
 def main():

@@ -93,7 +93,7 @@ author:
   - llmops.sglang contributors (@llmops)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
@@ -103,10 +103,7 @@ attributes:
     support: full
     details: One before/after diff per changed file.
   idempotent:
-    support: full
     details: The state of every site is read from the file content; a second run reports RV(changed=false).
-  platform:
-    platforms: posix
 notes:
   - Restart the SGLang server after a change (RV(changed)); a running server keeps the old code. The role
     C(llmops.sglang.sglang_sm120_patch) sets C(sglang_sm120_patch_changed) for the service role to do that.
@@ -254,6 +251,7 @@ site:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _sm120_patch as sm
+from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
 
 
 def main():
@@ -269,15 +267,9 @@ def main():
         supports_check_mode=True,
     )
 
-    def run(argv, data):
-        if data is None:
-            return module.run_command(argv, check_rc=False, cwd='/', environ_update={'LC_ALL': 'C', 'LANGUAGE': 'C'})
-        return module.run_command(argv, check_rc=False, cwd='/', data=data, binary_data=True,
-                                  environ_update={'LC_ALL': 'C', 'LANGUAGE': 'C'})
-
     try:
         result = sm.run_patch(
-            module.params, run,
+            module.params, module_runner(module),
             check_mode=module.check_mode,
             want_diff=module._diff,
             move=lambda src, dest: module.atomic_move(src, dest, unsafe_writes=False),

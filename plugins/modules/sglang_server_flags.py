@@ -52,7 +52,7 @@ options:
     type: dict
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
@@ -60,10 +60,7 @@ attributes:
   diff_mode:
     support: none
   idempotent:
-    support: full
     details: Read-only; never reports a change.
-  platform:
-    platforms: posix
 notes:
   - Python's argparse also accepts unambiguous prefixes of long flags (C(--tp) for C(--tp-size) while no other flag
     starts with C(--tp)). This module treats them as unknown on purpose, because a prefix stops working as soon as a
@@ -182,6 +179,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_flags as sf
+from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
 from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import (
     PatchError,
     _resolve_python,
@@ -201,10 +199,7 @@ def _locate(module):
             raise PatchError('%s is not an installed sglang package directory (no srt/server_args.py there). Pass the '
                              'directory named "sglang" in site-packages, or the python option instead.' % path, sglang_path=path)
         return path
-
-    def run(argv, _data):
-        return module.run_command(argv, check_rc=False, cwd='/', environ_update={'LC_ALL': 'C', 'LANGUAGE': 'C'})
-    path, _info = locate_package(_resolve_python(module.params['python']), run)
+    path, _info = locate_package(_resolve_python(module.params['python']), module_runner(module))
     return path
 
 

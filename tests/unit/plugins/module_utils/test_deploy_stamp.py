@@ -13,7 +13,7 @@ import os
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _deploy_stamp as ds
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import parse_systemctl_show
+from ansible_collections.llmops.sglang.plugins.module_utils._systemd import parse_show as parse_systemctl_show
 
 NOW = datetime.datetime(2026, 11, 30, 11, 0, 0, tzinfo=datetime.timezone.utc)
 
