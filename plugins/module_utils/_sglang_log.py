@@ -197,7 +197,8 @@ _CHAIN_RE = re.compile(r"^(?:The above exception was the direct cause of the fol
                        r"|During handling of the above exception, another exception occurred:)\s*$")
 _CARET_RE = re.compile(r"^\s*[\^~]+\s*$")
 _EXC_RE = re.compile(
-    r"^(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Failure|Failed|Fault|Abort)(?::(?:\s.*)?)?\s*$"
+    r"^\s*what\(\):\s+\S"   # the message of a C++ exception under "terminate called after throwing ..."
+    r"|^(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Failure|Failed|Fault|Abort)(?::(?:\s.*)?)?\s*$"
     r"|^(?:[A-Za-z_]\w*\.)+[A-Z]\w*: .*$|^(?:AssertionError|StopIteration|KeyboardInterrupt)\s*$")
 _NOISE_RE = re.compile(
     r"^\s*$|^\s+warnings\.warn\(|^\S+\.py:\d+: \w*Warning: |resource_tracker|^Killed\s*$|^\s*(?:/\S+ )?Terminated\s*$"
@@ -228,7 +229,7 @@ _FRAME_STAGE = (
 _CRASH_GATES = (
     "Error", "xception", "Abort", "Traceback", "File \"", "quit from a child", "QUIT", "zation failed", "xit code",
     "uler is dead", "ParallelController", "Fatal Python", "wing an instance of", "\nusage: ", "There appear to be",
-    "Watchdog caught", "ERROR:    [Errno", "Killed", "\u5df2\u6740\u6b7b", "Segmentation fault", "Bus error", "Illegal instruction",
+    "Watchdog caught", "ERROR:    [Errno", "what():", "Ignore import error", "Killed", "\u5df2\u6740\u6b7b", "Segmentation fault", "Bus error", "Illegal instruction",
 )
 _CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in _CRASH_GATES))
 _USAGE_RE = re.compile(r"^usage: ")
@@ -352,6 +353,9 @@ def _new_tb(kind, line, lineno, before):
         "arg_exc": False,        # exception type typical of argument/config validation
         "frame_stage": None,
         "benign": False,         # printed by Python's unraisable/logging/atexit hooks: read, never adopted
+        "intro": None,           # "thread" (threading.excepthook) or "ignore_import" (message of a warning)
+        "cause": None,           # root-cause line: the most specific exception / what(): line
+        "cause_class": None,
     }
 
 
@@ -391,6 +395,7 @@ class LogClassifier:
         self._exited = False
         self._post_ready_crash = False
         self._flushed = False
+        self._root_cause = None
         if state is not None:
             self._load_state(state)
 
@@ -399,6 +404,7 @@ class LogClassifier:
         "_status", "_line_stage", "_frame_stage_max", "_stages", "_signature", "_base_signature", "_error_line",
         "_error_lineno", "_context", "_lineno", "_last_line", "_pending", "_recent", "_candidate", "_exit_pending", "_crash_tb",
         "_refine_left", "_slow_left", "_leaked", "_exit_code", "_exited", "_post_ready_crash", "_flushed",
+        "_root_cause",
     )
 
     def to_state(self):
@@ -471,6 +477,48 @@ class LogClassifier:
             self._line(line, events, now)
         self._flushed = True
         self._refine_left = 0
+        self._decide_at_rest(events, quiet=False)
+        return events
+
+    def log_quiet(self, now=None):
+        """The log went quiet (no new line for a few seconds) and no process is watched: decide from the log alone.
+
+        A crash only when the log proves the interpreter is exiting: a top-level traceback closed by its
+        exception line (not one printed by a thread, whose death the server survives, nor inside an
+        ``Ignore import error`` warning), a traceback still open while the stage is ``start`` (nothing else
+        runs then), or a shell's exit evidence (``Killed``, leaked-semaphore warning) SGLang did not log past.
+        Unlike ``flush()``, the partial last line stays pending and the log may go on. Returns True when crashed.
+        """
+        if now is None:
+            now = time.monotonic()
+        self._start(now)
+        if self._status == "starting":
+            self._decide_at_rest([], quiet=True)
+        return self._status == "crashed"
+
+    @property
+    def settled(self):
+        """True when no line still to come is expected to refine the verdict: no traceback is open, or the
+        crash's traceback closed with its exception line (or its refinement window ended)."""
+        if self._status == "crashed":
+            tb = self._crash_tb
+            if self._refine_left <= 0 or tb is None:
+                return True
+            return bool(tb["started"] and tb["done"]) or (not tb["started"] and not tb.get("awaits"))
+        tb = self._candidate
+        return self._status == "ready" or tb is None or bool(tb["done"])
+
+    def _log_proves_exit(self, tb):
+        """A candidate traceback that, with the log quiet, proves the interpreter is exiting."""
+        if tb["benign"] or tb["line"] is None or tb["intro"] is not None:
+            return False
+        if not tb["done"]:
+            return self._effective_stage() == "start"
+        return tb["kind"] == "top"
+
+    def _decide_at_rest(self, events, quiet):
+        """End of input (``quiet`` False: nothing will follow) or a quiet log (``quiet`` True): pending exit
+        evidence and candidate tracebacks become the crash by the rules of flush()/log_quiet()."""
         if self._status == "starting" and self._exit_pending is not None:
             pending = self._exit_pending
             self._exit_pending = None
@@ -480,12 +528,15 @@ class LogClassifier:
             self._crash(pending["signature"], pending["line"], pending["lineno"], events, heads_tb=False)
             self._context = pending["context"]
         elif self._status == "starting" and self._candidate is not None:
-            if self._candidate["benign"] or self._candidate["line"] is None:
+            tb = self._candidate
+            if quiet:
+                if self._log_proves_exit(tb):
+                    self._adopt_candidate(None, None, None, events, heads_tb=False)
+            elif tb["benign"] or tb["line"] is None:
                 # benign hook output, or bare frames (a stack print) with no exception line: proves nothing
                 self._candidate = None
             else:
                 self._adopt_candidate(None, None, None, events, heads_tb=False)
-        return events
 
     def process_exited(self, exit_code=None, now=None):
         """The server process (or unit) exited during start-up: decide the crash from the evidence.
@@ -517,6 +568,7 @@ class LogClassifier:
             "last_line": self._last_line,
             "exit_code": self._exit_code,
             "post_ready_crash": self._post_ready_crash,
+            "root_cause": self._root_cause,
         }
 
     # ------------------------------------------------------------------ reading lines
@@ -719,6 +771,15 @@ class LogClassifier:
         self._candidate["context"].append(_clip(raw))
         # printed by Python's unraisable-exception, logging-error or atexit hooks: never what stops a start
         self._candidate["benign"] = _strip_ansi(previous).startswith(_BENIGN_TB_INTROS)
+        # Python's threading.excepthook prints "Exception in thread NAME:" first: a thread died, not the server
+        if _strip_ansi(previous).startswith("Exception in thread"):
+            self._candidate["intro"] = "thread"
+        for line in reversed(self._recent):
+            if _SGLANG_PREFIX_RE.match(_strip_ansi(line)):
+                # SGLang's "Ignore import error when loading X: <message>" whose message holds a traceback
+                if "Ignore import error" in line:
+                    self._candidate["intro"] = "ignore_import"
+                break
 
     def _crash_phrase(self, clean, seg):
         """(signature, heads_traceback, evidence) of a decisive line, else None."""
@@ -806,6 +867,10 @@ class LogClassifier:
             tb["after"] = 0
             if len(tb["exc"]) < 5:
                 tb["exc"].append(_clip(seg))
+            cause_class = _specific_class(seg)
+            if tb["cause"] is None or (cause_class is not None and _better(tb["cause_class"], cause_class) != tb["cause_class"]):
+                tb["cause"] = _clip(seg.strip())
+                tb["cause_class"] = cause_class
             if _IMPORT_EXC_RE.search(seg):
                 tb["import_exc"] = True
             if _ARG_EXC_RE.search(seg):
@@ -861,6 +926,7 @@ class LogClassifier:
             self._add_context(raw)
         self._signature = self._decide(base or "traceback", tb)
         self._base_signature = self._signature
+        self._root_cause = tb["cause"]
         events.append({"type": "crash", "signature": self._signature, "line": _clip(tb["line"]), "lineno": tb["lineno"]})
         if self._flushed:
             self._refine_left = 0
@@ -910,6 +976,8 @@ class LogClassifier:
             self._crash_tb = _new_tb("crash", raw, lineno, ())
             self._crash_tb["context"] = None
             self._crash_tb["started"] = heads_tb
+            # a sigquit is logged before the failing rank's traceback, "terminate called ..." before its what()
+            self._crash_tb["awaits"] = signature == "sigquit_child" or "terminate called" in raw
             self._refine_left = _REFINE_MAX_LINES
         else:
             self._refine_left = 0
@@ -926,11 +994,13 @@ class LogClassifier:
         if not tb["started"]:
             # e.g. "Received sigquit" was logged first: wait for the failing rank's traceback
             phrase = self._crash_phrase(clean, seg) if kind is None else None
-            if kind in ("header", "frame") or (phrase is not None and phrase[1]):
+            if kind in ("header", "frame") or (phrase is not None and phrase[1]) \
+                    or (kind == "exc" and seg.lstrip().startswith("what():")):
                 tb["started"] = True
                 self._add_context(raw)
-                if kind == "frame":
+                if kind in ("frame", "exc"):
                     self._tb_line(tb, raw, seg, lineno)
+                    self._note_cause(tb, raw, lineno, events)
                 return
             stage = self._stage_of(clean)
             if stage is not None and stage != "ready":
@@ -957,6 +1027,12 @@ class LogClassifier:
             tb["specific"] = _better(tb["specific"], _specific_class(clean))
         before = self._fold_frames(tb)
         self._stage_event(before, raw, lineno, events, now)
+        self._note_cause(tb, raw, lineno, events)
+
+    def _note_cause(self, tb, raw, lineno, events):
+        """Refine the signature and the root cause from what the crash traceback has shown so far."""
+        if tb["cause"] is not None:
+            self._root_cause = tb["cause"]
         new_sig = self._decide(self._base_signature, tb)
         if new_sig != self._signature:
             self._signature = new_sig
