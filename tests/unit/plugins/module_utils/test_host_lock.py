@@ -1,0 +1,121 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The host-side lock (module_utils/_host_lock.py): the pure decision, real files, real racing processes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils import _host_lock as hl
+from ansible_collections.llmops.sglang.plugins.action.sglang_host_lock import holder_gone, process_start, this_controller
+
+ALICE = hl.Holder(controller='laptop', user='alice', pid=4121, pid_start='777', play='deploy')
+BOB = hl.Holder(controller='awx-1', user='awx', pid=55, pid_start='9', play='deploy')
+BOOT = 'b0b0'
+
+
+def held(token='t-alice', holder=ALICE, at=1000.0, lease=600.0, boot=BOOT):
+    return hl.LockRecord(token=token, holder=holder, acquired_at=at, renewed_at=at, lease=lease, boot_id=boot)
+
+
+def want(holder=BOB, token='', state='present', break_token=''):
+    return hl.Request(state=state, holder=holder, lease=600.0, token=token, break_token=break_token)
+
+
+@pytest.mark.parametrize('record, request_, now, boot, action, stale', [
+    (None, want(), 1000.0, BOOT, 'acquire', ''),
+    (held(), want(), 1300.0, BOOT, 'wait', ''),
+    (held(), want(token='t-alice', holder=ALICE), 1300.0, BOOT, 'renew', ''),
+    (held(), want(), 1600.0, BOOT, 'acquire', 'lease'),                # lease 600 s from 1000 ran out
+    (held(), want(), 1300.0, 'other-boot', 'acquire', 'rebooted'),
+    (held(), want(break_token='t-alice'), 1300.0, BOOT, 'acquire', 'gone'),
+    (held(), want(break_token='t-someone-else'), 1300.0, BOOT, 'wait', ''),
+    (held(), want(state='absent', token='t-alice', holder=ALICE), 1300.0, BOOT, 'release', ''),
+    (held(), want(state='absent', token='t-bob'), 1300.0, BOOT, 'none', ''),
+    (None, want(state='absent', token='t-bob'), 1300.0, BOOT, 'none', ''),
+])
+def test_decide(record, request_, now, boot, action, stale):
+    decision = hl.decide(record, request_, now, boot)
+    assert decision.action == action
+    assert (stale in decision.stale) if stale else decision.stale == ''
+
+
+def test_record_round_trips_through_json():
+    record = held()
+    assert hl.LockRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+
+
+@pytest.mark.parametrize('text', ['{}', '[]', '{"holder": {}}', 'not json', '{"token": 1, "holder": {"x": 1}}'])
+def test_damaged_file_is_replaced_not_fatal(tmp_path, text):
+    path = tmp_path / 'sglang.lock'
+    path.write_text(text)
+    out = hl.apply(str(path), want(), clock=lambda: 1000.0, boot_id=BOOT)
+    assert out.acquired and out.damage.startswith('the lock file %s was not a lock record' % path)
+    assert json.loads(path.read_text())['token'] == out.record.token
+
+
+def test_acquire_wait_renew_release_on_real_files(tmp_path):
+    path = str(tmp_path / 'locks' / 'sglang.lock')   # directory created on first use
+    mine = hl.apply(path, want(holder=ALICE), clock=lambda: 1000.0, boot_id=BOOT)
+    assert (mine.acquired, mine.changed, mine.decision.action) == (True, True, 'acquire')
+    assert oct(os.stat(path).st_mode & 0o777) == '0o600'
+
+    theirs = hl.apply(path, want(holder=BOB), clock=lambda: 1100.0, boot_id=BOOT)
+    assert (theirs.acquired, theirs.decision.action, theirs.held_by.holder) == (False, 'wait', ALICE)
+
+    renewed = hl.apply(path, want(holder=ALICE, token=mine.record.token), clock=lambda: 1200.0, boot_id=BOOT)
+    assert (renewed.acquired, renewed.changed, renewed.record.renewed_at) == (True, False, 1200.0)
+
+    not_theirs = hl.apply(path, want(state='absent', token='t-bob'), clock=lambda: 1300.0, boot_id=BOOT)
+    assert (not_theirs.changed, os.path.exists(path)) == (False, True)
+
+    released = hl.apply(path, want(state='absent', token=mine.record.token, holder=ALICE), clock=lambda: 1300.0,
+                        boot_id=BOOT)
+    assert (released.changed, os.path.exists(path)) == (True, False)
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    path = tmp_path / 'sglang.lock'
+    out = hl.apply(str(path), want(), check_mode=True, clock=lambda: 1000.0, boot_id=BOOT)
+    assert (out.acquired, out.changed, path.exists()) == (True, True, False)
+
+
+def _race(path, name, queue):
+    holder = hl.Holder(controller=name, user='root', pid=os.getpid())
+    out = hl.apply(path, hl.Request(state='present', holder=holder, lease=600.0))
+    queue.put((name, out.acquired))
+
+
+def test_processes_racing_for_the_lock_get_one_winner(tmp_path):
+    path = str(tmp_path / 'sglang.lock')
+    ctx = multiprocessing.get_context('fork')
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_race, args=(path, 'ctl%d' % i, queue)) for i in range(8)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(30)
+    results = dict(queue.get(timeout=5) for proc in procs)
+    winners = [name for name, acquired in results.items() if acquired]
+    assert len(winners) == 1
+    assert json.loads(open(path).read())['holder']['controller'] == winners[0]
+
+
+def test_holder_gone_only_for_a_dead_process_of_this_controller():
+    child = subprocess.Popen([sys.executable, '-c', 'pass'])
+    start = process_start(child.pid)
+    child.wait()
+    me = this_controller()
+    assert me['pid'] == os.getppid() and me['pid_start'] == process_start(os.getppid())
+    alive = dict(me)
+    dead = dict(me, pid=child.pid, pid_start=start)
+    reused = dict(me, pid_start='1')           # the pid exists but started at another time: not the holder
+    elsewhere = dict(dead, controller='some-other-controller')
+    assert [holder_gone(h, me['controller']) for h in (alive, dead, reused, elsewhere)] == [False, True, True, False]
