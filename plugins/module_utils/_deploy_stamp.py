@@ -33,7 +33,7 @@ class StampError(Exception):
     """A record that cannot be read or written; ``msg`` says what and what to do."""
 
     def __init__(self, msg):
-        super(StampError, self).__init__(msg)
+        super().__init__(msg)
         self.msg = msg
 
 
@@ -118,7 +118,7 @@ def build(inputs, files, sglang=None, unit=None, now=None):
     return {
         'format': FORMAT,
         'inputs': dict(inputs),
-        'files': dict((path, file_state(path)) for path in sorted(set(files))),
+        'files': {path: file_state(path) for path in sorted(set(files))},
         'sglang': sglang,
         'unit': unit,
         'recorded_at': (now or datetime.datetime.now(datetime.timezone.utc)).strftime('%Y-%m-%dT%H:%M:%SZ'),
@@ -133,7 +133,7 @@ def same_record(old, new):
 
 
 def _without_time(record):
-    return dict((k, v) for k, v in record.items() if k != 'recorded_at')
+    return {k: v for k, v in record.items() if k != 'recorded_at'}
 
 
 def read(path):

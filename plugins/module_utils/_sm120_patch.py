@@ -19,11 +19,16 @@ memory first; nothing is written unless every requested site is in a known state
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import (
+    dist_version,
+    locate,
+    resolve_python,
+    version_key,
+)
 
 SITE_GATE = 'allreduce_fusion_gate'
 SITE_AUTO = 'allreduce_fusion_auto_enable'
@@ -52,26 +57,6 @@ F_COMM_FUSION = 'srt/layers/flashinfer_comm_fusion.py'
 # Every file a site may edit, relative to the sglang package directory.
 PATCH_FILES = (F_COMMUNICATOR, F_ADD_NORM, F_SERVER_ARGS, F_OVERRIDES, F_COMM_FUSION)
 
-# Run with the target's interpreter: locate sglang without importing it.  importlib.util.find_spec
-# on a top-level name only runs the path finders; the current directory is dropped from sys.path
-# first so a checkout named "sglang" in the cwd cannot shadow the installed package.
-LOCATE_SNIPPET = r'''
-import json, os, sys
-if sys.path and sys.path[0] in ("", os.getcwd()):
-    del sys.path[0]
-import importlib.util
-r = {"executable": sys.executable, "python_version": "%d.%d.%d" % sys.version_info[:3], "locations": []}
-try:
-    s = importlib.util.find_spec("sglang")
-except Exception as e:
-    s = None
-    r["error"] = "%s: %s" % (type(e).__name__, e)
-if s is not None:
-    r["origin"] = s.origin
-    r["locations"] = list(s.submodule_search_locations or [])
-print(json.dumps(r))
-'''
-
 # Byte-compile source read from stdin with the target's interpreter; the live file is never touched.
 COMPILE_SNIPPET = 'import sys; compile(sys.stdin.buffer.read(), sys.argv[1], "exec", dont_inherit=True)'
 
@@ -80,7 +65,7 @@ class PatchError(Exception):
     """A run cannot be planned or written.  ``context`` goes into fail_json."""
 
     def __init__(self, msg, **context):
-        super(PatchError, self).__init__(msg)
+        super().__init__(msg)
         self.msg = msg
         self.context = context
 
@@ -89,7 +74,7 @@ class ShapeMismatch(Exception):
     """A shape does not match the file.  ``expected``/``found`` describe the difference."""
 
     def __init__(self, msg, expected=None, found=None, line=None):
-        super(ShapeMismatch, self).__init__(msg)
+        super().__init__(msg)
         self.msg = msg
         self.expected = expected
         self.found = found
@@ -99,23 +84,6 @@ class ShapeMismatch(Exception):
 # ---------------------------------------------------------------------------------------------
 # Versions
 # ---------------------------------------------------------------------------------------------
-
-_VERSION_RE = re.compile(r'^(\d+)\.(\d+)(?:\.(\d+))?(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev(\d+))?(?:\+.*)?$')
-
-
-def version_key(version):
-    """Sortable key of a PEP 440 release string as SGLang uses them, or None if unknown."""
-    if not version:
-        return None
-    match = _VERSION_RE.match(version.strip())
-    if not match:
-        return None
-    major, minor, micro, pre_l, pre_n, post, dev = match.groups()
-    if (major, minor, micro) == ('0', '0', '0'):
-        return None  # 0.0.0.dev0: the fallback of sglang/version.py, not a release
-    pre = {'a': 0, 'b': 1, 'rc': 2}.get(pre_l, 3)
-    return (int(major), int(minor), int(micro or 0), pre, int(pre_n or 0), int(post or 0), -1 if dev is not None else 0)
-
 
 def _in_range(version, low=None, high=None):
     """True if the release lies within [low, high] (both inclusive, prefix releases: 0.5.3 covers 0.5.3.postN)."""
@@ -135,64 +103,6 @@ def _in_range(version, low=None, high=None):
 def _newer_than_known(version):
     key = version_key(version)
     return key is None or key[:3] > version_key(NEWEST_KNOWN)[:3]
-
-
-_METADATA_VERSION_RE = re.compile(r'^Version:\s*(\S+)\s*$', re.M)
-_PY_VERSION_RE = re.compile(r'''^__version__\s*(?::\s*str\s*)?=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]''', re.M)
-
-
-def read_version(package_dir):
-    """Return (version, source) for the sglang package at ``package_dir``.
-
-    Prefer the dist-info METADATA beside the package (what pip installed), then
-    ``sglang/_version.py``, then ``sglang/version.py`` (which from 0.5.7 may fall back to 0.0.0.dev0).
-    """
-    parent = os.path.dirname(os.path.abspath(package_dir))
-    candidates = sorted(glob.glob(os.path.join(parent, 'sglang-*.dist-info', 'METADATA')),
-                        key=lambda p: os.stat(p).st_mtime, reverse=True)
-    for meta in candidates:
-        try:
-            with open(meta, 'rb') as handle:
-                head = handle.read(65536).decode('utf-8', 'replace')
-        except OSError:
-            continue
-        name = re.search(r'^Name:\s*(\S+)\s*$', head, re.M)
-        found = _METADATA_VERSION_RE.search(head)
-        if found and (not name or name.group(1).lower() == 'sglang'):
-            source = 'dist-info METADATA (%s)' % meta
-            if len(candidates) > 1:
-                source += ', newest of %d dist-info directories' % len(candidates)
-            return found.group(1), source
-    for name in ('_version.py', 'version.py'):
-        path = os.path.join(package_dir, name)
-        try:
-            with open(path, 'rb') as handle:
-                text = handle.read().decode('utf-8', 'replace')
-        except OSError:
-            continue
-        found = _PY_VERSION_RE.search(text)
-        if found:
-            return found.group(1), 'sglang/%s (%s)' % (name, path)
-    return None, None
-
-
-def dist_version(package_dir, dist_name):
-    """Version of another distribution installed beside sglang (e.g. flashinfer_python), from its dist-info, or None."""
-    parent = os.path.dirname(os.path.abspath(package_dir))
-    wanted = re.sub(r'[-_.]+', '_', dist_name).lower()
-    for meta in sorted(glob.glob(os.path.join(parent, '*.dist-info', 'METADATA'))):
-        base = os.path.basename(os.path.dirname(meta))[:-len('.dist-info')]
-        name = base.rsplit('-', 1)[0]
-        if re.sub(r'[-_.]+', '_', name).lower() != wanted:
-            continue
-        try:
-            with open(meta, 'rb') as handle:
-                found = _METADATA_VERSION_RE.search(handle.read(65536).decode('utf-8', 'replace'))
-        except OSError:
-            continue
-        if found:
-            return found.group(1)
-    return None
 
 
 def advice(result):
@@ -217,59 +127,6 @@ def advice(result):
         out.append('glm5_moe_runner_backend pre-empts the rule of SGLang 0.5.13+ that routes SM120 NVFP4 MoE to '
                    'flashinfer_cutlass on purpose (trtllm-gen MoE kernels are SM100-only, PR 18758).')
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Locating the package
-# ---------------------------------------------------------------------------------------------
-
-def _resolve_python(python):
-    """Absolute path of the interpreter: a path must be an executable file, a bare name is looked up in PATH."""
-    if os.sep in python:
-        if os.path.isfile(python) and os.access(python, os.X_OK):
-            return python
-        raise PatchError('The interpreter %s does not exist or is not executable. Set the python option to the python of the environment '
-                         'where SGLang is installed (for a venv: <venv>/bin/python).' % python, python=python)
-    for directory in os.environ.get('PATH', os.defpath).split(os.pathsep):
-        candidate = os.path.join(directory or '.', python)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    raise PatchError('The interpreter %r was not found in PATH (%s). Set the python option to the absolute path of the python of the '
-                     'environment where SGLang is installed.' % (python, os.environ.get('PATH', '')), python=python)
-
-
-def locate_package(python, run):
-    """Find the sglang package directory of the environment of ``python`` without importing sglang.
-
-    ``run(argv, data)`` runs a command and returns (rc, stdout, stderr).
-    """
-    argv = [python, '-c', LOCATE_SNIPPET]
-    rc, out, err = run(argv, None)
-    if rc != 0:
-        raise PatchError(
-            'Could not run the interpreter %s to locate SGLang (rc=%s): %s. Set the python option to the python of the '
-            'environment where SGLang is installed (for a venv: <venv>/bin/python) or pass the sglang_path option.'
-            % (python, rc, (err or out or '').strip()[-500:]),
-            rc=rc, stdout=out, stderr=err, cmd=argv[:2] + ['<locate snippet>'])
-    try:
-        info = json.loads(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise PatchError('Interpreter %s printed no usable answer while locating SGLang: %r' % (python, out[-500:]),
-                         rc=rc, stdout=out, stderr=err)
-    locations = info.get('locations') or []
-    if not locations:
-        raise PatchError(
-            'SGLang is not installed for the interpreter %s (%s, Python %s)%s. Point the python option at the environment '
-            'that has SGLang (for a venv: <venv>/bin/python) or pass the sglang_path option.'
-            % (python, info.get('executable'), info.get('python_version'),
-               ': %s' % info['error'] if info.get('error') else ''),
-            interpreter=info)
-    for location in locations:
-        if os.path.isfile(os.path.join(location, 'srt', 'server_args.py')):
-            return location, info
-    raise PatchError('The sglang package found by %s at %s has no srt/server_args.py; it is not an SGLang runtime '
-                     'install (or it is a namespace package). Pass the sglang_path option explicitly.'
-                     % (python, ', '.join(locations)), interpreter=info)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +160,7 @@ def _excerpt(lines, start, end, limit=12):
     return ''.join(lines[max(start, 0):end])
 
 
-class Region(object):
+class Region:
     """Where an edit may look: a half-open range of line indexes, found by ``find(lines)``."""
 
     label = 'file'
@@ -410,7 +267,7 @@ class IfStatement(Region):
         return found[0][0], found[0][1] + 1
 
 
-class Edit(object):
+class Edit:
     """Base class.  ``state(lines)`` -> (state, index); ``apply``/``revert`` return new line lists."""
 
     def describe(self):
@@ -535,7 +392,7 @@ class InsertAfter(Edit):
         return out
 
 
-class Shape(object):
+class Shape:
     """One known form of a site in one file.
 
     ``status`` is None for patchable shapes, or UNSUPPORTED / UPSTREAM_SUPPORTS for shapes that are
@@ -735,7 +592,7 @@ def site_shapes(site, glm5_only=True):
 # Planning
 # ---------------------------------------------------------------------------------------------
 
-class Workspace(object):
+class Workspace:
     """In-memory view of the package's files: original and planned text."""
 
     def __init__(self, package_dir):
@@ -1073,20 +930,10 @@ def diffs(ws):
 def run_patch(params, run, check_mode=False, want_diff=False, move=None, backup=None):
     """Do one module run.  ``params`` as the module's; returns the result dict or raises PatchError."""
     result = {'changed': False, 'sites': [], 'backup_files': [], 'sglang_version': None, 'version_source': None}
-    package_dir = params.get('sglang_path')
-    python = params.get('python') or 'python3'
-    if package_dir:
-        package_dir = os.path.abspath(package_dir)
-        if not os.path.isfile(os.path.join(package_dir, 'srt', 'server_args.py')):
-            raise PatchError('%s is not an installed sglang package directory (no srt/server_args.py there). Pass the '
-                             'directory named "sglang" in site-packages, or the python option instead.' % package_dir, sglang_path=package_dir)
-    else:
-        package_dir, _info = locate_package(_resolve_python(python), run)
-    python = _resolve_python(python)
-    result['sglang_path'] = package_dir
-    version, source = read_version(package_dir)
-    result['sglang_version'] = version
-    result['version_source'] = source
+    install = locate(params.get('python'), run, params.get('sglang_path'))
+    python = resolve_python(params.get('python') or 'python3')
+    package_dir, version, source = install.path, install.version, install.version_source
+    result.update(install.to_json())
     try:
         ws, sites = plan(package_dir, params.get('state') or 'present', version, params.get('patches'),
                          glm5_only=params.get('glm5_only', True))

@@ -187,13 +187,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils import _deploy_stamp
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
 from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
 from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
-from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import (
-    PATCH_FILES,
-    PatchError,
-    _resolve_python,
-    locate_package,
-    read_version,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import InstallError, locate
+from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import PATCH_FILES
 
 
 def _sglang_now(module):
@@ -201,12 +196,12 @@ def _sglang_now(module):
     if not python:
         return None
     try:
-        package_dir, _info = locate_package(_resolve_python(python), module_runner(module))
-    except PatchError:
+        install = locate(python, module_runner(module))
+    except InstallError:
         # Not installed (yet): a first deploy creates the venv. Recorded and compared as "not installed".
         return None
-    tree, count = ds.install_digest(package_dir, PATCH_FILES)
-    return {'path': package_dir, 'version': read_version(package_dir)[0], 'tree': tree, 'files': count}
+    tree, count = ds.install_digest(install.path, PATCH_FILES)
+    return {'path': install.path, 'version': install.version, 'tree': tree, 'files': count}
 
 
 def _unit_now(module):

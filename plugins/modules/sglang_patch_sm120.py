@@ -27,9 +27,7 @@ description:
     a blind replace across the file. A site whose text is not one of the known shapes (a newer release, a local edit)
     fails the task naming the file, the SGLang version, the expected and the found text, and B(no file is written);
     all sites of a run succeed or none is written.
-  - SGLang is located with the target interpreter O(python) without importing it (importing SGLang needs the GPU
-    stack), or given directly as O(sglang_path). The version is read from the C(sglang-*.dist-info/METADATA) beside the
-    package, then C(sglang/_version.py), then C(sglang/version.py) (RV(version_source) tells which).
+  - SGLang is located with O(python) or given as O(sglang_path); RV(version_source) tells where its version was read.
   - Writes are atomic (a temporary file in the same directory, then a rename), keep owner, group and mode, and happen
     only after every new text has been byte-compiled with O(python). Stale C(__pycache__/<name>.cpython-*.pyc) files
     of changed modules are removed.
@@ -41,19 +39,6 @@ description:
     (C(No supported CUDA architectures found for major versions [9, 10].)). Benchmark before and after, and keep
     O(state=absent) at hand.
 options:
-  python:
-    description:
-      - Interpreter of the environment where SGLang is installed, for example V(/opt/sglang/venv/bin/python).
-      - Used to find the package (C(importlib.util.find_spec), which does not import SGLang) and to byte-compile the
-        patched text before it replaces a file.
-      - With O(sglang_path) it is only used for the byte-compile step.
-    type: path
-    default: python3
-  sglang_path:
-    description:
-      - The installed C(sglang) package directory (the one containing C(srt/server_args.py)), instead of locating it
-        with O(python).
-    type: path
   state:
     description:
       - V(present) applies the patches; V(absent) restores the released text of every patched site.
@@ -94,6 +79,7 @@ author:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.MODULE
+  - llmops.sglang._sglang_install
 attributes:
   check_mode:
     support: full
@@ -252,6 +238,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _sm120_patch as sm
 from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import InstallError
 
 
 def main():
@@ -275,7 +262,7 @@ def main():
             move=lambda src, dest: module.atomic_move(src, dest, unsafe_writes=False),
             backup=module.backup_local if module.params['backup'] else None,
         )
-    except sm.PatchError as err:
+    except (sm.PatchError, InstallError) as err:
         context = dict(err.context)
         context.setdefault('sites', [])
         context.setdefault('changed', False)

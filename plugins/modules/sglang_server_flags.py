@@ -22,21 +22,8 @@ description:
   - With O(args), checks a dict of server arguments (the input of the P(llmops.sglang.sglang_cli_args#filter)
     filter) and fails when a flag is not defined by the installed release, naming each flag, the SGLang version and
     close matches, or when a switch (a flag that takes no value) is given a value that is not a boolean.
-  - SGLang is located with the target interpreter O(python) (C(importlib.util.find_spec), which does not import it)
-    or given as O(sglang_path). The version is read from the C(sglang-*.dist-info/METADATA) beside the package, then
-    C(sglang/_version.py), then C(sglang/version.py) (RV(version_source) tells which).
+  - SGLang is located with O(python) or given as O(sglang_path); RV(version_source) tells where its version was read.
 options:
-  python:
-    description:
-      - Interpreter of the environment where SGLang is installed, for example V(/opt/sglang/venv/bin/python).
-      - Only used to locate the package; ignored when O(sglang_path) is set.
-    type: path
-    default: python3
-  sglang_path:
-    description:
-      - The installed C(sglang) package directory (the one containing C(srt/server_args.py)), instead of locating it
-        with O(python).
-    type: path
   args:
     description:
       - Server arguments to check, as given to the P(llmops.sglang.sglang_cli_args#filter) filter; keys are flag names
@@ -53,6 +40,7 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.MODULE
+  - llmops.sglang._sglang_install
 attributes:
   check_mode:
     support: full
@@ -173,34 +161,16 @@ parser_warnings:
   sample: []
 '''
 
-import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_flags as sf
 from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
-from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import (
-    PatchError,
-    _resolve_python,
-    locate_package,
-    read_version,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import InstallError, locate
 
 
 _SECRET_NAME = re.compile(r'(?i)(key|token|secret|passw)')
-
-
-def _locate(module):
-    path = module.params['sglang_path']
-    if path:
-        path = os.path.abspath(path)
-        if not os.path.isfile(os.path.join(path, 'srt', 'server_args.py')):
-            raise PatchError('%s is not an installed sglang package directory (no srt/server_args.py there). Pass the '
-                             'directory named "sglang" in site-packages, or the python option instead.' % path, sglang_path=path)
-        return path
-    path, _info = locate_package(_resolve_python(module.params['python']), module_runner(module))
-    return path
 
 
 def main():
@@ -214,12 +184,12 @@ def main():
     )
     result = dict(changed=False, unknown=[], did_you_mean={}, invalid_values=[])
     try:
-        package_dir = _locate(module)
-    except PatchError as err:
+        install = locate(module.params['python'], module_runner(module), module.params['sglang_path'])
+    except InstallError as err:
         result.update(err.context)
         module.fail_json(msg=err.msg, **result)
-    version, source = read_version(package_dir)
-    result.update(sglang_path=package_dir, sglang_version=version, version_source=source)
+    package_dir, version = install.path, install.version
+    result.update(install.to_json())
     try:
         parsed = sf.parse_server_flags(sf.read_package_sources(package_dir))
     except sf.FlagSourceError as err:

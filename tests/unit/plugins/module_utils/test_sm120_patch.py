@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_install as install
 from ansible_collections.llmops.sglang.plugins.module_utils import _sm120_patch as sm
 
 TESTS = Path(__file__).resolve().parents[3]
@@ -339,16 +340,16 @@ def test_mode_owner_kept_and_stale_bytecode_removed(release):
 @pytest.mark.parametrize('release', ['0.5.9', '0.4.10'], indirect=True)
 def test_version_sources_in_order(release):
     version, pkg = release
-    assert sm.read_version(str(pkg)) == (version, 'dist-info METADATA (%s)' % next(pkg.parent.glob('sglang-*.dist-info/METADATA')))
+    assert install.read_version(str(pkg)) == (version, 'dist-info METADATA (%s)' % next(pkg.parent.glob('sglang-*.dist-info/METADATA')))
     for dist in pkg.parent.glob('sglang-*.dist-info'):
         for f in dist.iterdir():
             f.unlink()
         dist.rmdir()
-    got, source = sm.read_version(str(pkg))
+    got, source = install.read_version(str(pkg))
     if (pkg / '_version.py').exists():
         assert got == version and source.startswith('sglang/_version.py')
         (pkg / '_version.py').unlink()
-        got, source = sm.read_version(str(pkg))
+        got, source = install.read_version(str(pkg))
     if version == '0.4.10':
         assert (got, source.split(' ')[0]) == ('0.4.10', 'sglang/version.py')
     else:
@@ -381,7 +382,7 @@ def test_locate_with_interpreter_does_not_import_sglang(release, tmp_path):
         proc = subprocess.run(argv, input=data, capture_output=True, check=False, env=env, cwd='/')
         return proc.returncode, proc.stdout.decode(), proc.stderr.decode()
 
-    found, info = sm.locate_package(PY, run_env)
+    found, info = install.locate_package(PY, run_env)
     assert found == str(pkg)
     assert info['executable']
     assert not marker.exists(), 'locating SGLang imported it'
@@ -399,18 +400,18 @@ def test_locate_reports_missing_sglang(tmp_path):
     # an "sglang" directory in the cwd must not count: the snippet drops the cwd from sys.path
     (tmp_path / 'sglang' / 'srt').mkdir(parents=True)
     (tmp_path / 'sglang' / 'srt' / 'server_args.py').write_text('')
-    with pytest.raises(sm.PatchError) as info:
-        sm.locate_package(PY, run_clean)
+    with pytest.raises(install.InstallError) as info:
+        install.locate_package(PY, run_clean)
     assert 'not installed' in info.value.msg and PY in info.value.msg
-    with pytest.raises(sm.PatchError) as info:
+    with pytest.raises(install.InstallError) as info:
         sm.run_patch({'python': str(tmp_path / 'no-such-python'), 'state': 'present'}, run_clean)
     assert 'does not exist or is not executable' in info.value.msg
 
 
 def test_version_key_orders_releases():
-    keys = [sm.version_key(v) for v in ('0.4.6', '0.4.6.post5', '0.5.0rc2', '0.5.0', '0.5.10', '0.5.10.post1', '0.5.23')]
+    keys = [install.version_key(v) for v in ('0.4.6', '0.4.6.post5', '0.5.0rc2', '0.5.0', '0.5.10', '0.5.10.post1', '0.5.23')]
     assert keys == sorted(keys)
-    assert sm.version_key('0.0.0.dev0') is None and sm.version_key('garbage') is None
+    assert install.version_key('0.0.0.dev0') is None and install.version_key('garbage') is None
 
 
 def test_every_shape_has_distinct_old_and_new_forms():
