@@ -19,7 +19,18 @@ exercised for real. This program stands in for ``python -m sglang.launch_server`
   ``/model_info``, ``/get_model_info``, ``/v1/models``, ``/server_info`` answer 200 once
   listening; with an API key (``--api-key`` or ``SGLANG_API_KEY``) every path except
   ``/health*`` and ``/metrics`` needs ``Authorization: Bearer <key>`` (401 otherwise).
-  ``/generate`` answers 200 with a body that says it comes from this stand-in.
+* It GENERATES (stand-in extension, no model): ``POST /generate``, ``/v1/completions`` and
+  ``/v1/chat/completions`` answer with tokens of a fixed stand-in sentence, streamed (``"stream": true``,
+  server-sent events as SGLang sends them) or whole, at the single-request decode rate the recording
+  itself logged (``Decode batch, #running-req: 1, ... gen throughput (token/s): X``; median of those
+  lines), or ``--tokens-per-second``. A recording whose ``expected.json`` has ``"zombie": true`` (or
+  ``--generation hang``) is a zombie start: ``/health`` answers 200 but every generation request hangs
+  without a byte of response, as a server whose scheduler died does.
+* ``--time-scale F`` replays the start at F times its recorded pace (``0.1``: a 300 s recorded start
+  takes 30 s), still at most ``--max-seconds``, so start times follow the recorded log.
+* When it is ready it leaves a marker file in every compile-cache directory its environment names
+  (``SGLANG_DG_CACHE_DIR``, ``TRITON_CACHE_DIR``, ...), as a real start fills those caches; a later
+  start then finds them warm.
 * With ``--node-rank`` above 0 (a multi-node rank other than 0) it replays up to the HTTP
   server start and then keeps running without listening, as such SGLang ranks do.
 * ``--config FILE`` reads SGLang's flat YAML config file (the collection passes the API key
@@ -38,7 +49,8 @@ on a usage error, and such lines start with ``[llmops-standin]``.
 Usage (no shebang: run it with the host's interpreter, e.g. ``/usr/bin/python3``)::
 
     python3 sglang_standin.py --recording DIR [--outcome auto|ready|crashed|stalled]
-                      [--max-seconds 8] <SGLang server args...>
+                      [--max-seconds 8] [--time-scale F] [--generation auto|stream|hang]
+                      [--tokens-per-second N] <SGLang server args...>
 
 Standard library only; runs on Python 3.9+ (the test hosts' Debian python3).
 """
@@ -168,11 +180,13 @@ def _split_keep(data: bytes, sep: bytes) -> list[bytes]:
     return out
 
 
-def schedule(segments: list[bytes], max_seconds: float) -> list[float]:
+def schedule(segments: list[bytes], max_seconds: float, time_scale: float | None = None) -> list[float]:
     """Offsets in seconds from the replay start at which each segment is written.
 
     Segments without a timestamp inherit the previous time; time never runs backwards;
-    the recorded span is scaled down (never up) to fit into max_seconds.
+    the recorded span is scaled down (never up) to fit into max_seconds. With time_scale the
+    recorded pace is multiplied by it (never above 1), so a longer recorded start replays longer,
+    still within max_seconds.
     """
     times = []
     first = None
@@ -192,7 +206,140 @@ def schedule(segments: list[bytes], max_seconds: float) -> list[float]:
         eff.append(prev - first)
     span = eff[-1] if eff else 0.0
     scale = min(1.0, max_seconds / span) if span > 0 else 0.0
+    if time_scale is not None:
+        scale = min(scale, max(0.0, time_scale))
     return [t * scale for t in eff]
+
+
+# --------------------------------------------------------------------------- generation (stand-in extension)
+
+GENERATION_PATHS = ('/generate', '/v1/completions', '/v1/chat/completions')
+# SGLang's decode log line: "Decode batch, #running-req: 1, ... gen throughput (token/s): 17.39, #queue-req: 0"
+DECODE_RE = re.compile(rb'Decode batch[.,] #running-req: (\d+),.*?gen throughput \(token/s\): ([0-9.]+)')
+# For recordings that logged no decode batch: the median single-request rate of the corpus case
+# gb10-dflash-spec-decoding-ready (20 lines with #running-req: 1, 0.10 - 54.21 token/s).
+FALLBACK_TOKENS_PER_SECOND = 19.8
+STANDIN_WORDS = ('This', ' is', ' the', ' SGLang', ' stand-in', ' (test', ' tooling,', ' NOT', ' SGLang);', ' no',
+                 ' model', ' is', ' loaded.')
+# Compile/JIT caches a real start fills (docs/sglang_service.md, "Warm caches"); the stand-in marks them.
+CACHE_ENV_VARS = ('SGLANG_DG_CACHE_DIR', 'SGLANG_CACHE_DIR', 'TORCHINDUCTOR_CACHE_DIR', 'TRITON_CACHE_DIR',
+                  'FLASHINFER_WORKSPACE_BASE', 'CUDA_CACHE_PATH')
+
+
+def recorded_decode_rate(data: bytes) -> float | None:
+    """Median decode rate (token/s) of the recording's single-request decode batches; None when it logged none."""
+    rates = sorted(float(m.group(2)) for m in DECODE_RE.finditer(data) if m.group(1) == b'1')
+    if not rates:
+        return None
+    mid = len(rates) // 2
+    return rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2.0
+
+
+def generation_mode(option: str, recording: Recording) -> str:
+    """'stream' or 'hang' (a zombie start: health 200, generation never answers)."""
+    if option != 'auto':
+        return option
+    return 'hang' if recording.expected.get('zombie') else 'stream'
+
+
+def fill_caches() -> None:
+    """Leave a marker in each compile-cache directory named by the environment, once (a later start finds it warm)."""
+    for name in CACHE_ENV_VARS:
+        directory = os.environ.get(name)
+        if not directory:
+            continue
+        marker = os.path.join(directory, 'llmops-standin.cache')
+        try:
+            os.makedirs(directory, exist_ok=True)
+            if not os.path.exists(marker):
+                with open(marker, 'w', encoding='utf-8') as f:
+                    f.write('written by the SGLang stand-in (test tooling, NOT SGLang) when it became ready\n')
+        except OSError:
+            pass  # a read-only or foreign directory: SGLang would warn and run without the cache
+
+
+class GenerationRequest:
+    """One generation request in SGLang's native (/generate) or OpenAI (/v1/...) form, and its answer's events."""
+
+    def __init__(self, api: str, max_tokens: int, stream: bool, model: str, usage: bool):
+        self.api = api  # 'generate', 'completions' or 'chat'
+        self.max_tokens = max_tokens
+        self.stream = stream
+        self.model = model
+        self.usage = usage
+        self.created = int(time.time())
+        self.id = 'llmops-standin-%d' % int(time.monotonic() * 1000)
+
+    @classmethod
+    def parse(cls, path: str, body: bytes, served_model_name: str) -> GenerationRequest:
+        try:
+            data = json.loads(body.decode('utf-8') or '{}')
+        except ValueError as exc:
+            raise ValueError('request body is not JSON: %s' % exc)
+        if not isinstance(data, dict):
+            raise ValueError('request body must be a JSON object')
+        if path == '/generate':
+            params = data.get('sampling_params') or {}
+            max_tokens = params.get('max_new_tokens', 128)
+            api = 'generate'
+        else:
+            max_tokens = data.get('max_completion_tokens') or data.get('max_tokens') or 16
+            api = 'chat' if path.endswith('/chat/completions') else 'completions'
+        if not isinstance(max_tokens, int) or max_tokens < 0:
+            raise ValueError('max tokens must be a non-negative integer, got %r' % (max_tokens,))
+        usage = bool((data.get('stream_options') or {}).get('include_usage'))
+        return cls(api, max_tokens, bool(data.get('stream')), data.get('model') or served_model_name, usage)
+
+    def text(self, count: int) -> str:
+        return ''.join(STANDIN_WORDS[i % len(STANDIN_WORDS)] for i in range(count))
+
+    def _meta(self, count: int, done: bool) -> dict:
+        return {'id': self.id, 'finish_reason': {'type': 'length', 'length': self.max_tokens} if done else None,
+                'prompt_tokens': 1, 'completion_tokens': count, 'llmops_standin': True}
+
+    def _openai(self, delta: str | None, finish: str | None) -> dict:
+        if self.api == 'chat':
+            choice = {'index': 0, 'delta': {} if delta is None else {'role': 'assistant', 'content': delta},
+                      'logprobs': None, 'finish_reason': finish}
+            kind = 'chat.completion.chunk'
+        else:
+            choice = {'index': 0, 'text': delta or '', 'logprobs': None, 'finish_reason': finish}
+            kind = 'text_completion'
+        return {'id': self.id, 'object': kind, 'created': self.created, 'model': self.model, 'choices': [choice]}
+
+    def event(self, index: int) -> bytes:
+        """The server-sent event of token ``index`` (0-based); /generate sends the text so far, as SGLang does."""
+        if self.api == 'generate':
+            done = index + 1 == self.max_tokens
+            payload = {'text': self.text(index + 1), 'meta_info': self._meta(index + 1, done)}
+        else:
+            payload = self._openai(STANDIN_WORDS[index % len(STANDIN_WORDS)], None)
+        return b'data: ' + json.dumps(payload).encode('utf-8') + b'\n\n'
+
+    def tail_events(self) -> list[bytes]:
+        events = []
+        if self.api != 'generate':
+            events.append(self._openai(None, 'length'))
+            if self.usage:
+                usage = dict(self._openai(None, None), choices=[])
+                usage['usage'] = {'prompt_tokens': 1, 'completion_tokens': self.max_tokens, 'total_tokens': self.max_tokens + 1}
+                events.append(usage)
+        return [b'data: ' + json.dumps(e).encode('utf-8') + b'\n\n' for e in events] + [b'data: [DONE]\n\n']
+
+    def whole_response(self) -> dict:
+        text = self.text(self.max_tokens)
+        if self.api == 'generate':
+            return {'text': text, 'meta_info': self._meta(self.max_tokens, True)}
+        body = self._openai(None, 'length')
+        choice = body['choices'][0]
+        if self.api == 'chat':
+            body['object'] = 'chat.completion'
+            choice.pop('delta')
+            choice['message'] = {'role': 'assistant', 'content': text}
+        else:
+            choice['text'] = text
+        body['usage'] = {'prompt_tokens': 1, 'completion_tokens': self.max_tokens, 'total_tokens': self.max_tokens + 1}
+        return body
 
 
 # --------------------------------------------------------------------------- HTTP
@@ -209,6 +356,9 @@ class State:
         self.context_length = args.context_length or recording.context_length() or 32768
         self.api_key = args.api_key if args.api_key is not None else os.environ.get('SGLANG_API_KEY') or None
         self.version = recording.expected.get('sglang_version') or 'unknown'
+        self.generation = generation_mode(args.generation, recording)
+        self.tokens_per_second = args.tokens_per_second or recorded_decode_rate(recording.data) or FALLBACK_TOKENS_PER_SECOND
+        self.stopping = threading.Event()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -252,8 +402,7 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self) -> None:
         st = self.state
         path = self.path.split('?', 1)[0]
-        if self.command == 'POST':
-            self._read_body()
+        body = self._read_body() if self.command == 'POST' else b''
         if not self._authorized(path):
             self._send(401, {'error': 'Unauthorized'})
             return
@@ -303,14 +452,49 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             if self.command != 'HEAD':
                 self.wfile.write(body)
-        elif path in ('/generate', '/v1/completions', '/v1/chat/completions') and self.command == 'POST':
-            self._send(200, {
-                'text': 'llmops-standin: SGLang stand-in server (test tooling, NOT SGLang); no model is loaded',
-                'meta_info': {'id': 'llmops-standin', 'finish_reason': {'type': 'length', 'length': 0},
-                              'prompt_tokens': 0, 'completion_tokens': 0, 'llmops_standin': True},
-            })
+        elif path in GENERATION_PATHS and self.command == 'POST':
+            self._generate(path, body)
         else:
             self._send(404, {'detail': 'Not Found'})
+
+
+    # ------------------------------------------------------------------ generation (stand-in extension)
+
+    def _generate(self, path: str, body: bytes) -> None:
+        """Answer a generation request with stand-in tokens at the recorded rate (or hang: zombie start)."""
+        st = self.state
+        try:
+            request = GenerationRequest.parse(path, body, st.served_model_name)
+        except ValueError as exc:
+            self._send(400, {'object': 'error', 'message': str(exc), 'code': 400})
+            return
+        if st.generation == 'hang':
+            # A zombie: the request was accepted, nothing ever comes back (the scheduler that would answer is gone).
+            st.stopping.wait()
+            return
+        interval = 1.0 / st.tokens_per_second
+        if not request.stream:
+            time.sleep(interval * request.max_tokens)
+            self._send(200, request.whole_response())
+            return
+        self.send_response(200)
+        self.send_header('content-type', 'text/event-stream; charset=utf-8')
+        self.send_header('transfer-encoding', 'chunked')
+        self.end_headers()
+        try:
+            for index in range(request.max_tokens):
+                time.sleep(interval)
+                self._chunk(request.event(index))
+            for tail in request.tail_events():
+                self._chunk(tail)
+            self._chunk(b'')
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up; so does the stream
+
+    def _chunk(self, data: bytes) -> None:
+        """One HTTP/1.1 chunk (an empty one ends the body)."""
+        self.wfile.write(b'%x\r\n%s\r\n' % (len(data), data))
+        self.wfile.flush()
 
 
 class Server(ThreadingHTTPServer):
@@ -342,6 +526,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--outcome', default='auto', choices=['auto', 'ready', 'crashed', 'stalled'],
                    help='what to do when the replay ends; auto = what expected.json recorded')
     p.add_argument('--max-seconds', type=float, default=8.0, help='upper bound of the replay duration (seconds)')
+    p.add_argument('--time-scale', type=float, default=None,
+                   help='replay at this fraction of the recorded pace (still at most --max-seconds); default: '
+                        'compress the whole recording into --max-seconds')
+    p.add_argument('--generation', default='auto', choices=['auto', 'stream', 'hang'],
+                   help='how generation requests are answered; auto = hang when expected.json marks a zombie start')
+    p.add_argument('--tokens-per-second', type=float, default=None,
+                   help='decode rate of the streamed stand-in tokens; default: the rate the recording logged')
     # SGLang's own server arguments that the stand-in honours; everything else is accepted and ignored
     p.add_argument('--host', default='127.0.0.1')
     p.add_argument('--port', type=int, default=30000)
@@ -409,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(1)
 
     segments = split_segments(recording.data)
-    offsets = schedule(segments, max(0.0, args.max_seconds))
+    offsets = schedule(segments, max(0.0, args.max_seconds), args.time_scale)
     t0 = time.monotonic()
     for seg, off in zip(segments, offsets):
         delay = t0 + off - time.monotonic()
@@ -425,10 +616,12 @@ def main(argv: list[str] | None = None) -> int:
         if READY_LINE in seg:
             listen()  # a recording may lack the Uvicorn line (excerpt); the ready line implies listening
             state.ready = True
+            fill_caches()
 
     if outcome == 'ready':
         listen()
         state.ready = True
+        fill_caches()
         if args.outcome == 'auto' and recording.expected.get('post_ready_crash'):
             # the recording became ready, then crashed at runtime: so does the stand-in, after its replay
             if server is not None:

@@ -214,7 +214,8 @@ def test_api_key_guards_everything_but_health_and_metrics(tmp_path, run):
     assert p.status('/metrics') == 200
     assert p.status('/health_generate') == 200
     assert p.get_json('/v1/models', auth)['data'][0]['id'] == 'm1'
-    req = urllib.request.Request(p.base + '/generate', data=b'{"text": "hi"}', headers=auth, method='POST')
+    req = urllib.request.Request(p.base + '/generate', data=b'{"text": "hi", "sampling_params": {"max_new_tokens": 5}}',
+                                 headers=auth, method='POST')
     with urllib.request.urlopen(req, timeout=2) as r:
         body = json.loads(r.read())
     assert r.status == 200 and 'stand-in' in body['text']
@@ -349,3 +350,83 @@ def test_ready_then_runtime_crash_serves_then_exits_1():
     data = p.stderr()
     assert data == (case / 'server.log').read_bytes()
     assert data.index(b'The server is fired up and ready to roll!') < data.rindex(b'Scheduler hit an exception')
+
+
+# --------------------------------------------------------------------------- generation (stand-in extension)
+
+
+def test_decode_rate_is_the_median_of_the_recorded_single_request_batches():
+    gb10 = (CASES / 'gb10-dflash-spec-decoding-ready' / 'server.log').read_bytes()
+    # 20 "#running-req: 1" lines between 0.10 and 54.21 token/s; the 2-request batches do not count
+    assert standin.recorded_decode_rate(gb10) == pytest.approx((19.53 + 20.08) / 2)
+    assert standin.recorded_decode_rate(gb10) == pytest.approx(standin.FALLBACK_TOKENS_PER_SECOND, abs=0.01)
+    assert standin.recorded_decode_rate((CASES / 'tp2-stuck-in-cuda-graph-capture' / 'server.log').read_bytes()) is None
+    assert standin.recorded_decode_rate(
+        b'[2026-01-01 10:00:00 TP0] Decode batch, #running-req: 1, #token: 9, gen throughput (token/s): 7.50, #queue-req: 0\n'
+        b'[2026-01-01 10:00:05 TP0] Decode batch, #running-req: 3, #token: 9, gen throughput (token/s): 90.0, #queue-req: 0\n'
+    ) == 7.5
+
+
+def test_time_scale_follows_the_recorded_pace_within_max_seconds():
+    segs = [b'[2026-01-01 10:00:00] a\n', b'[2026-01-01 10:00:40] b\n', b'[2026-01-01 10:01:40] c\n']
+    assert standin.schedule(segs, 20, 0.1) == [0.0, 4.0, 10.0]  # 100 s recorded, a tenth of its pace
+    assert standin.schedule(segs, 5, 0.1) == [0.0, 2.0, 5.0]  # still capped by --max-seconds
+    assert standin.schedule(segs, 20) == [0.0, 8.0, 20.0]  # without it: compressed into --max-seconds
+
+
+def _post(base, path, body, timeout=5):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers={'Content-Type': 'application/json'})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.headers.get('transfer-encoding'), r.read().decode()
+
+
+def test_generation_streams_events_and_answers_whole(tmp_path, run):
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
+    p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '100', '--served-model-name', 'glm-5')
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    status, chunked, text = _post(p.base, '/generate', {'text': 'x', 'stream': True, 'sampling_params': {'max_new_tokens': 3}})
+    assert (status, chunked) == (200, 'chunked')
+    events = [line[6:] for line in text.split('\n\n') if line.startswith('data: ')]
+    assert events[-1] == '[DONE]'
+    assert [json.loads(e)['text'] for e in events[:-1]] == ['This', 'This is', 'This is the']
+    assert json.loads(events[2])['meta_info']['finish_reason'] == {'type': 'length', 'length': 3}
+    status, _chunked, text = _post(p.base, '/v1/chat/completions', {'messages': [], 'max_tokens': 2})
+    whole = json.loads(text)
+    assert whole['object'] == 'chat.completion'
+    assert whole['model'] == 'glm-5'
+    assert whole['choices'][0]['message'] == {'role': 'assistant', 'content': 'This is'}
+    assert whole['usage']['completion_tokens'] == 2
+    with pytest.raises(urllib.error.HTTPError) as err:
+        _post(p.base, '/generate', {'sampling_params': {'max_new_tokens': 'many'}})
+    assert err.value.code == 400
+
+
+def test_zombie_recording_serves_health_but_generation_hangs(run):
+    case = CASES / 'zombie-ready-then-generation-hangs-rocm'
+    assert json.loads((case / 'expected.json').read_text())['zombie'] is True
+    p = run(case, '--max-seconds', '0.5')
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert p.status('/v1/models') == 200
+    t0 = time.monotonic()
+    with pytest.raises((socket.timeout, TimeoutError, urllib.error.URLError)):
+        _post(p.base, '/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 1}}, timeout=1)
+    assert time.monotonic() - t0 >= 0.9
+    assert p.status('/health') == 200  # still "healthy" while generation hangs
+    # the same recording with --generation stream answers
+    q = run(case, '--max-seconds', '0.5', '--generation', 'stream')
+    assert poll_until(q, 5, lambda: q.status('/health') == 200) is not None
+    assert _post(q.base, '/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 1}})[0] == 200
+
+
+def test_ready_start_marks_the_compile_caches_its_environment_names(tmp_path, run):
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
+    dg, triton = tmp_path / 'cache' / 'deep_gemm', tmp_path / 'cache' / 'triton'
+    p = run(case, '--max-seconds', '0.3', env={'SGLANG_DG_CACHE_DIR': str(dg), 'TRITON_CACHE_DIR': str(triton)})
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, 5, lambda: (triton / 'llmops-standin.cache').exists()) is not None
+    assert (dg / 'llmops-standin.cache').read_text().startswith('written by the SGLang stand-in')
+    mtime = (dg / 'llmops-standin.cache').stat().st_mtime_ns
+    p.stop()
+    q = run(case, '--max-seconds', '0.3', env={'SGLANG_DG_CACHE_DIR': str(dg)})
+    assert poll_until(q, 5, lambda: q.status('/health') == 200) is not None
+    assert (dg / 'llmops-standin.cache').stat().st_mtime_ns == mtime  # a warm cache is left as it is
