@@ -23,7 +23,7 @@ description:
     (RV(status), RV(received)).
   - The P(llmops.sglang.sglang_service#role) role runs it after every start it proved (on node rank 0 of a multi-node
     deployment, the only rank that serves HTTP) and the C(llmops.sglang.check) playbook on every host.
-  - A module of its own rather than a mode of M(llmops.sglang.wait_for_sglang), because it does one thing the wait does not:
+  - A module of its own rather than a mode of M(llmops.sglang.wait_for_sglang), because it does one thing the wait does not,
     it sends work to the server. The wait only watches (log, unit, C(GET) probes) and runs in rounds driven by its action
     plugin; the smoke request is one bounded exchange, also useful on its own (check playbook, after a rolling restart).
 options:
@@ -56,7 +56,7 @@ options:
     type: float
     default: 60
   api_key:
-    description: The server's C(--api-key), sent as C(Authorization: Bearer).
+    description: The server's C(--api-key), sent as C(Authorization) bearer token.
     type: str
   model:
     description:
@@ -78,7 +78,7 @@ attributes:
     support: none
   idempotent:
     support: full
-    details: Never changes the host; RV(changed) is always V(false).
+    details: Never changes the host; the task never reports a change.
   platform:
     platforms: posix
 notes:
@@ -193,7 +193,7 @@ def main():
             url=dict(type='str', required=True),
             endpoint=dict(type='str', choices=sorted(ENDPOINTS), default='generate'),
             prompt=dict(type='str', default='The capital of France is'),
-            max_tokens=dict(type='int', default=8),
+            max_tokens=dict(type='int', default=8, no_log=False),
             timeout=dict(type='float', default=60.0),
             api_key=dict(type='str', no_log=True),
             model=dict(type='str'),

@@ -457,7 +457,6 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, {'detail': 'Not Found'})
 
-
     # ------------------------------------------------------------------ generation (stand-in extension)
 
     def _generate(self, path: str, body: bytes) -> None:

@@ -423,7 +423,7 @@ def test_ready_start_marks_the_compile_caches_its_environment_names(tmp_path, ru
     dg, triton = tmp_path / 'cache' / 'deep_gemm', tmp_path / 'cache' / 'triton'
     p = run(case, '--max-seconds', '0.3', env={'SGLANG_DG_CACHE_DIR': str(dg), 'TRITON_CACHE_DIR': str(triton)})
     assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
-    assert poll_until(p, 5, lambda: (triton / 'llmops-standin.cache').exists()) is not None
+    assert poll_until(p, 5, (triton / 'llmops-standin.cache').exists) is not None
     assert (dg / 'llmops-standin.cache').read_text().startswith('written by the SGLang stand-in')
     mtime = (dg / 'llmops-standin.cache').stat().st_mtime_ns
     p.stop()

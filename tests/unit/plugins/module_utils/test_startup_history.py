@@ -1,0 +1,200 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The startup history (plugins/module_utils/_startup_history.py): stage durations from a real readiness wait's stages,
+the comparison with earlier starts, the bounded atomic file, cache warmth from real file times, Prometheus text."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils import _startup_history as sh
+
+# The stages wait_for_sglang returned for the recorded GB10 start (gb10-dflash-spec-decoding-ready), log_elapsed from
+# SGLang's own timestamps: 23:37:49 init ... 23:43:47 ready.
+GB10_STAGES = [
+    {'stage': 'start', 'elapsed': 0.0, 'log_elapsed': 0.0, 'line': None},
+    {'stage': 'init_distributed', 'elapsed': 0.1, 'log_elapsed': 11.0, 'line': '[2026-08-01 23:37:49] Init torch distributed begin.'},
+    {'stage': 'load_weights', 'elapsed': 0.1, 'log_elapsed': 12.0, 'line': '[2026-08-01 23:37:50] Load weight begin.'},
+    {'stage': 'kv_cache', 'elapsed': 0.3, 'log_elapsed': 121.0, 'line': '[2026-08-01 23:39:39] Load weight end.'},
+    {'stage': 'cuda_graph', 'elapsed': 0.4, 'log_elapsed': 144.0, 'line': '[2026-08-01 23:40:02] Capture target prefill'},
+    {'stage': 'http_listening', 'elapsed': 0.9, 'log_elapsed': 365.0, 'line': '[2026-08-01 23:43:43] INFO: Uvicorn running'},
+    {'stage': 'warmup', 'elapsed': 1.0, 'log_elapsed': 366.0, 'line': '[2026-08-01 23:43:44] GET /model_info'},
+    {'stage': 'ready', 'elapsed': 1.2, 'log_elapsed': 369.0, 'line': '[2026-08-01 23:43:47] The server is fired up'},
+]
+
+
+def rec(total, config='c1', invocation=None, cache=None, **stages):
+    return sh.StartRecord(recorded_at='2026-12-01T13:00:00Z', config=config, unit='sglang.service', invocation=invocation,
+                          stages=dict(stages), total=total, caches={'state': cache, 'dirs': {}} if cache else None)
+
+
+def test_stage_durations_run_from_one_stage_line_to_the_next():
+    durations, total = sh.stage_durations(GB10_STAGES)
+    assert durations == {'start': 11.0, 'init_distributed': 1.0, 'load_weights': 109.0, 'kv_cache': 23.0,
+                         'cuda_graph': 221.0, 'http_listening': 1.0, 'warmup': 3.0}
+    assert list(durations) == ['start', 'init_distributed', 'load_weights', 'kv_cache', 'cuda_graph', 'http_listening',
+                               'warmup']
+    assert total == 369.0
+
+
+def test_stage_durations_skip_untimed_stages_and_an_unfinished_start():
+    stages = [{'stage': 'start', 'log_elapsed': 0.0}, {'stage': 'load_weights', 'log_elapsed': None},
+              {'stage': 'kv_cache', 'log_elapsed': 30.0}]
+    assert sh.stage_durations(stages) == ({'start': 30.0}, None)
+    assert sh.stage_durations([]) == ({}, None)
+
+
+def test_first_start_of_a_configuration():
+    cmp = sh.compare(rec(45.0, cuda_graph=20.0), [])
+    assert (cmp.previous, cmp.slower, cmp.ratio) == (0, [], None)
+    assert cmp.short == cmp.summary == 'first start of this configuration'
+
+
+def test_a_much_slower_stage_is_named_with_the_previous_range_and_a_hint():
+    previous = [rec(60.0, cuda_graph=41.0, load_weights=6.0), rec(66.0, cuda_graph=47.0, load_weights=6.0),
+                rec(63.0, cuda_graph=44.0, load_weights=7.0)]
+    cmp = sh.compare(rec(270.0, cuda_graph=250.0, load_weights=7.0), previous)
+    assert cmp.previous == 3
+    assert [(s.stage, s.seconds, s.previous) for s in cmp.slower] == [('cuda_graph', 250.0, [41.0, 47.0, 44.0]),
+                                                                      ('total', 270.0, [60.0, 66.0, 63.0])]
+    assert cmp.summary == 'cuda_graph 4m10s, previous 3 starts 41-47 s: autotune or compile cache cold?'
+    assert cmp.ratio == 4.29
+    assert cmp.short == '4.3x slower than the previous 3 starts: cuda_graph'
+
+
+def test_the_hint_says_so_when_the_caches_were_cold():
+    cmp = sh.compare(rec(200.0, cache='cold', kv_cache=150.0), [rec(60.0, cache='warm', kv_cache=12.0)])
+    assert cmp.summary == ('kv_cache 2m30s, previous start 12 s: compile caches were cold (first start of this SGLang '
+                           'version?)')
+    assert cmp.short == '3.3x slower than the previous start: kv_cache'
+
+
+def test_small_or_proportional_differences_are_not_slower():
+    # 2 s -> 5 s is 2.5x but only 3 s more (second-resolution timestamps); 100 s -> 180 s is 80 s more but under 2x
+    cmp = sh.compare(rec(190.0, start=5.0, load_weights=180.0), [rec(105.0, start=2.0, load_weights=100.0)])
+    assert cmp.slower == []
+    assert cmp.short == 'as fast as the previous start'
+    assert cmp.summary == 'as fast as the previous start (3m10s, before 1m45s)'
+
+
+def test_a_warm_start_after_cold_ones_is_faster():
+    cmp = sh.compare(rec(45.0, cuda_graph=20.0), [rec(280.0, cuda_graph=250.0), rec(300.0, cuda_graph=270.0)])
+    assert cmp.slower == []
+    assert cmp.short == cmp.summary == '6.4x faster than the previous 2 starts (45 s, before 4m40s-5m00s)'
+
+
+def test_only_the_last_five_timed_starts_count():
+    previous = [rec(None)] + [rec(300.0, cuda_graph=280.0)] * 2 + [rec(40.0, cuda_graph=20.0)] * 5 + [rec(400.0, cuda_graph=390.0)]
+    cmp = sh.compare(rec(60.0, cuda_graph=40.0), previous)
+    assert cmp.previous == 5
+    assert [s.previous for s in cmp.slower] == []  # 300 s starts are older than the last five
+
+
+def test_history_is_bounded_and_records_a_start_once(tmp_path):
+    path = str(tmp_path / 'sglang.starts.json')
+    history = sh.read(path)
+    assert (history.records, history.damaged) == ([], False)
+    for n in range(7):
+        history = history.appended(rec(40.0 + n, invocation='inv%d' % n), keep=5)
+    sh.write(path, history)
+    again = sh.read(path)
+    assert [r.invocation for r in again.records] == ['inv2', 'inv3', 'inv4', 'inv5', 'inv6']
+    assert again.records[-1] == history.records[-1]
+    assert again.knows(rec(1.0, invocation='inv6'))
+    assert not again.knows(rec(1.0, invocation='inv9'))
+    assert not again.knows(rec(1.0, invocation=None))
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+    assert [r.invocation for r in again.same_config(again.records[-1])] == ['inv5', 'inv4', 'inv3', 'inv2']
+    assert os.listdir(str(tmp_path)) == ['sglang.starts.json']  # no temporary file left
+
+
+@pytest.mark.parametrize('content', [b'not json', b'{"format": 1, "records": "x"}', b'{"format": 9, "records": []}',
+                                     b'{"format": 1, "records": [{"config": "c"}]}'])
+def test_a_damaged_history_is_reported_and_replaced(tmp_path, content):
+    path = tmp_path / 'h.json'
+    path.write_bytes(content)
+    history = sh.read(str(path))
+    assert history.damaged and history.records == []
+    sh.write(str(path), history.appended(rec(1.0, invocation='i'), keep=3))
+    assert json.loads(path.read_text())['records'][0]['invocation'] == 'i'
+
+
+def test_writing_into_a_missing_directory_says_what_to_do(tmp_path):
+    with pytest.raises(sh.HistoryError) as err:
+        sh.write_text(str(tmp_path / 'nope' / 'sglang.prom'), 'x\n')
+    assert 'textfile-collector directory' in err.value.msg
+
+
+def test_cache_state_from_file_times(tmp_path):
+    started = time.time() - 100
+    warm, cold, unused = tmp_path / 'deep_gemm', tmp_path / 'triton', tmp_path / 'inductor'
+    (warm / 'kernels').mkdir(parents=True)
+    cold.mkdir()
+    unused.mkdir()
+    old = warm / 'kernels' / 'a.so'
+    old.write_bytes(b'x')
+    os.utime(str(old), (started - 3600, started - 3600))
+    (warm / 'b.so').write_bytes(b'y')
+    (cold / 'c.cubin').write_bytes(b'z')
+    state = sh.cache_state({'deep_gemm': str(warm), 'triton': str(cold), 'inductor': str(unused)}, started)
+    assert state['dirs'] == {
+        'deep_gemm': {'path': str(warm), 'files_before': 1, 'files': 2, 'state': 'warm'},
+        'triton': {'path': str(cold), 'files_before': 0, 'files': 1, 'state': 'cold'},
+        'inductor': {'path': str(unused), 'files_before': 0, 'files': 0, 'state': 'unused'},
+    }
+    assert state['state'] == 'partly warm'
+    assert sh.cache_state({'triton': str(cold)}, started)['state'] == 'cold'
+    assert sh.cache_state({'deep_gemm': str(warm)}, started)['state'] == 'warm'
+    assert sh.cache_state({'x': str(tmp_path / 'missing')}, started)['state'] == 'unused'
+
+
+def test_seconds_and_ranges_read_like_the_issue():
+    assert [sh.seconds_text(s) for s in (41.2, 59.6, 250, 3725)] == ['41 s', '1m00s', '4m10s', '1h02m']
+    assert sh.range_text([41.0, 47.0, 44.0]) == '41-47 s'
+    assert sh.range_text([45.0]) == '45 s'
+    assert sh.range_text([280.0, 300.0]) == '4m40s-5m00s'
+
+
+def _metrics_record():
+    record = rec(369.0, invocation='i1', cache='warm', **sh.stage_durations(GB10_STAGES)[0])
+    record.unit = 'sglang-"b".service'
+    record.smoke = {'ttft': 0.142, 'total': 0.6, 'tokens': 8}
+    return record
+
+
+def test_prometheus_text_is_exact():
+    cmp = sh.compare(_metrics_record(), [rec(60.0, cuda_graph=41.0)])
+    text = sh.prometheus_text(_metrics_record(), cmp, None)
+    lines = text.splitlines()
+    assert text.endswith('\n') and not text.endswith('\n\n')
+    assert lines[:3] == [
+        '# HELP sglang_startup_seconds Seconds each startup stage of the last proven SGLang start took, from SGLang\'s own '
+        'log timestamps (stage="total": first log line to ready).',
+        '# TYPE sglang_startup_seconds gauge',
+        'sglang_startup_seconds{unit="sglang-\\"b\\".service",stage="start"} 11.0',
+    ]
+    assert 'sglang_startup_seconds{unit="sglang-\\"b\\".service",stage="total"} 369.0' in lines
+    assert 'sglang_startup_smoke_ttft_seconds{unit="sglang-\\"b\\".service"} 0.142' in lines
+    assert 'sglang_startup_caches_warm{unit="sglang-\\"b\\".service"} 1.0' in lines
+    assert 'sglang_startup_slowdown_ratio{unit="sglang-\\"b\\".service"} 6.15' in lines
+    assert 'sglang_startup_last_timestamp_seconds{unit="sglang-\\"b\\".service"} 1796130000.0' in lines
+    assert sum(1 for line in lines if line.startswith('# TYPE')) == 6
+
+
+def test_prometheus_text_parses_with_the_reference_parser():
+    parser = pytest.importorskip('prometheus_client.parser')
+    text = sh.prometheus_text(_metrics_record(), sh.compare(_metrics_record(), []), 'sglang.service')
+    families = dict((f.name, f) for f in parser.text_string_to_metric_families(text))
+    assert sorted(families) == ['sglang_startup_caches_warm', 'sglang_startup_last_timestamp_seconds',
+                                'sglang_startup_seconds', 'sglang_startup_smoke_seconds', 'sglang_startup_smoke_ttft_seconds']
+    stages = dict((s.labels['stage'], s.value) for s in families['sglang_startup_seconds'].samples)
+    assert stages == {'start': 11.0, 'init_distributed': 1.0, 'load_weights': 109.0, 'kv_cache': 23.0, 'cuda_graph': 221.0,
+                      'http_listening': 1.0, 'warmup': 3.0, 'total': 369.0}
+    assert all(f.type == 'gauge' for f in families.values())
+    assert families['sglang_startup_seconds'].samples[0].labels == {'unit': 'sglang.service', 'stage': 'start'}
