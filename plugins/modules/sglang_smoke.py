@@ -69,7 +69,7 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
@@ -79,8 +79,6 @@ attributes:
   idempotent:
     support: full
     details: Never changes the host; the task never reports a change.
-  platform:
-    platforms: posix
 notes:
   - The request costs the server one short generation. Run it where a few tokens of load do not matter (after a start,
     in a check), not in a tight loop.

@@ -96,7 +96,7 @@ options:
     type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
@@ -108,8 +108,6 @@ attributes:
     support: full
     details: A start (unit invocation) already recorded is not recorded again and the metrics file is rewritten only when
       its content differs.
-  platform:
-    platforms: posix
 notes:
   - Stage durations come from SGLang's own C([YYYY-MM-DD HH:MM:SS]) prefixes (one-second resolution), so they are the
     real startup times even when the wait started late; short stages jitter by a second.
@@ -204,7 +202,8 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _startup_history as sh
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import parse_systemctl_show
+from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
+from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
 
 SMOKE_KEYS = ('ok', 'ttft', 'total', 'tokens', 'model', 'endpoint')
 
@@ -213,13 +212,11 @@ def unit_start(module, unit):
     """(InvocationID, start as Unix seconds) of the unit's current run; (None, None) without a unit."""
     if not unit:
         return None, None
-    systemctl = module.get_bin_path('systemctl', required=True)
-    rc, out, err = module.run_command([systemctl, 'show', unit, '--property=InvocationID',
-                                       '--property=ExecMainStartTimestampMonotonic'], check_rc=False,
-                                      environ_update={'LC_ALL': 'C'})
-    if rc != 0:
-        module.fail_json(msg='systemctl show %s failed (rc=%d): %s. Is systemd running on the host?' % (unit, rc, (err or out).strip()[-300:]))
-    props = parse_systemctl_show(out)
+    try:
+        props = systemd.show(unit, ('InvocationID', 'ExecMainStartTimestampMonotonic'), module_runner(module),
+                             module.get_bin_path('systemctl', required=True))
+    except systemd.SystemdError as err:
+        module.fail_json(msg=err.msg)
     try:
         mono = int(props.get('ExecMainStartTimestampMonotonic') or 0) / 1e6
     except ValueError:
