@@ -175,6 +175,15 @@ def copy_tree(version: str, dest: Path) -> Path:
     return dest / 'sglang'
 
 
+def make_venv(root: Path, version: str) -> dict:
+    """A real venv (no pip) at ``root`` with SGLang ``version``'s released files in its site-packages:
+    ``{'python', 'site'}``."""
+    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(root)], check=True)
+    site = next(Path(root).glob('lib/python3*/site-packages'))
+    copy_tree(version, site)
+    return {'python': str(Path(root) / 'bin' / 'python'), 'site': site}
+
+
 def released_versions(minimum: str = '0.4.6') -> list:
     """Every plain release of sglang on the index, oldest first, from ``minimum`` on (pip index versions)."""
     argv = pip_command() + ['index', 'versions', 'sglang', '--disable-pip-version-check'] + TARGET_ARGS + PLATFORM_ARGS

@@ -10,6 +10,7 @@ socket inode (``socket:[inode]`` among its file descriptors). Standard library o
 
 from __future__ import annotations
 
+import ipaddress
 import os
 
 LISTEN = '0A'
@@ -54,11 +55,7 @@ def _address(hex_addr):
     """Address text of /proc/net/tcp's hex form (little-endian per 32-bit word)."""
     raw = bytes.fromhex(hex_addr)
     words = [raw[i:i + 4][::-1] for i in range(0, len(raw), 4)]
-    packed = b''.join(words)
-    if len(packed) == 4:
-        return '.'.join(str(b) for b in packed)
-    groups = ['%x' % int.from_bytes(packed[i:i + 2], 'big') for i in range(0, 16, 2)]
-    return ':'.join(groups)
+    return str(ipaddress.ip_address(b''.join(words)))
 
 
 def parse_net_tcp(text):

@@ -65,8 +65,8 @@ def decide_gpus(holders, gpu_devices, cleanup, check_mode, unit_stopped=False):
         check.status = _clean_status(check_mode)
     count = len(gpu_devices)
     others = [holder for holder in holders if holder.kind != gh.OWN]
-    check.summary = '%d GPU%s, %s' % (count, '' if count == 1 else 's', '%d other holder%s' % (len(others), '' if len(others) == 1 else 's')
-                                      if others else 'no other holder')
+    gpus = '%d GPU%s' % (count, '' if count == 1 else 's') if count else 'no GPU device'
+    check.summary = '%s, %s' % (gpus, '%d other holder%s' % (len(others), '' if len(others) == 1 else 's') if others else 'no other holder')
     return check, [holder.pid for holder in orphans]
 
 

@@ -25,11 +25,11 @@ from ansible_collections.llmops.sglang.plugins.module_utils import _ports as pt
 from ansible_collections.llmops.sglang.plugins.module_utils import _preflight as pf
 from ansible_collections.llmops.sglang.plugins.module_utils import _proc_stop as ps
 from ansible_collections.llmops.sglang.plugins.module_utils import _shm_leaks as sl
+from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
 from ansible_collections.llmops.sglang.plugins.module_utils._deploy_stamp import file_digest
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import parse_systemctl_show
+from ansible_collections.llmops.sglang.plugins.module_utils._systemd import SystemdError, show
 from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import PATCH_FILES, read_version
 
-C_ENV = {'LC_ALL': 'C', 'LANGUAGE': 'C'}
 SYS_PATH_SNIPPET = 'import json, sys; print(json.dumps([p for p in sys.path[1:] if p]))'
 
 
@@ -39,9 +39,10 @@ class PreflightHost:
     def __init__(self, module):
         self.module = module
         self.commands = []
+        self._run = module_runner(module)
 
-    def run(self, argv):
-        rc, out, err = self.module.run_command(argv, check_rc=False, cwd='/', environ_update=C_ENV)
+    def run(self, argv, data=None):
+        rc, out, err = self._run(argv, data)
         self.commands.append({'argv': list(argv), 'rc': rc})
         return rc, out, err
 
@@ -50,8 +51,10 @@ class PreflightHost:
         systemctl = self.module.get_bin_path('systemctl')
         if not systemctl or not unit:
             return {'active': False, 'user': None}
-        rc, out, dummy = self.run([systemctl, 'show', unit, '--property=ActiveState', '--property=User'])
-        props = parse_systemctl_show(out) if rc == 0 else {}
+        try:
+            props = show(unit, ('ActiveState', 'User'), self.run, systemctl)
+        except SystemdError:
+            props = {}
         return {'active': props.get('ActiveState') in ('active', 'activating', 'reloading', 'deactivating'),
                 'user': props.get('User') or None}
 
@@ -81,8 +84,9 @@ class PreflightHost:
         evidence['nvidia_smi'] = smi_header or None
         facts = nd.evaluate(evidence)
         version = facts['kernel_module_version']
+        mismatches = ['%s %s' % (item.get('component'), item.get('version')) for item in facts['mismatches']]
         return {'version': version, 'branch': version.split('.')[0] if version else None, 'match': facts['match'],
-                'userspace': facts['userspace_versions'], 'mismatches': ['%s %s' % (item.get('component'), item.get('version')) for item in facts['mismatches']],
+                'userspace': facts['userspace_versions'], 'mismatches': mismatches,
                 'source': facts['kernel_module_source'], 'cuda': nd.parse_nvidia_smi(smi_header)['cuda_version']}
 
     def site_dirs(self, python):
@@ -122,7 +126,8 @@ def _classify_all(procs, pids, context):
     for pid in pids:
         kind, reason = gh.classify(procs[pid], procs, context['unit'], context['active'], context['uid'])
         proc = procs[pid]
-        classified[pid] = (kind, reason, 'pid %d %s (user %s%s)' % (pid, proc.title, proc.user, ', unit ' + proc.unit if proc.unit else ''))
+        where = ', unit ' + proc.unit if proc.unit else ''
+        classified[pid] = (kind, reason, 'pid %d %s (user %s%s)' % (pid, proc.title, proc.user, where))
     return classified
 
 

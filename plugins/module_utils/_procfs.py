@@ -161,4 +161,3 @@ def read_processes(proc_root='/proc', skip=()):
         if proc is not None:
             procs[proc.pid] = proc
     return procs
-

@@ -117,19 +117,14 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
-    details: Reports what O(cleanup=true) would stop and remove (status V(would clean), RV(changed=true)) and touches nothing.
+    details: Reports what O(cleanup=true) would stop and remove (status V(would clean), RV(ignore:changed=true)) and touches nothing.
   diff_mode:
     support: full
     details: Lists the processes and files a cleanup stops and removes.
-  idempotent:
-    support: full
-    details: A second run finds nothing left to clean.
-  platform:
-    platforms: posix
 notes:
   - Needs root (C(become=true)) to see the file descriptors of other users' processes.
   - C(CUDA_VISIBLE_DEVICES) indices are taken as device numbers (the PCI bus order of nvidia-smi and C(/dev/nvidia<N>)).
@@ -182,7 +177,9 @@ summary:
   description: One line with every check's status and what it found.
   returned: always
   type: str
-  sample: "gpus ok (8 GPUs, no other holder), ports ok (30000 free), driver ok (driver 570.133.20 supports CUDA 12.8 >= 12.8 of torch 2.8.0), shm cleaned (3 leaked (2 semaphores)), disk ok (812.4 GB free, model cached)"
+  sample: >-
+    gpus ok (8 GPUs, no other holder), ports ok (30000 free), driver ok (driver 570.133.20 supports CUDA 12.8 >= 12.8 of
+    torch 2.8.0), shm cleaned (3 leaked (2 semaphores)), disk ok (812.4 GB free, model cached)
 checks:
   description:
     - Per check (C(gpus), C(ports), C(driver), C(shm), C(disk)) its C(status) (V(ok), V(failed), V(cleaned),
@@ -238,7 +235,7 @@ commands:
   returned: always
   type: list
   elements: dict
-  sample: [{argv: [/usr/bin/systemctl, show, sglang.service, --property=ActiveState, --property=User], rc: 0}]
+  sample: [{argv: [/usr/bin/systemctl, show, --no-pager, -p, 'ActiveState,User', --, sglang.service], rc: 0}]
 '''
 
 import os

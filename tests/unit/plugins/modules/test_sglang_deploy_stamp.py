@@ -13,48 +13,28 @@ import hashlib
 import http.server
 import json
 import os
-import shutil
-import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
-
 from ansible_collections.llmops.sglang.plugins.modules import sglang_deploy_stamp
 
 TESTS = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS))
 import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
+from module_process import run_in_process  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def run_module(capsys, args, check_mode=False, diff=False):
-    args = dict(args)
-    if check_mode:
-        args['_ansible_check_mode'] = True
-    if diff:
-        args['_ansible_diff'] = True
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as info:
-            sglang_deploy_stamp.main()
-    result = json.loads(capsys.readouterr().out)
-    assert (info.value.code == 0) != bool(result.get('failed')), result
-    return result
+    return run_in_process(sglang_deploy_stamp.main, capsys, args, check_mode, diff)
 
 
 @pytest.fixture(scope='module')
 def venv(tmp_path_factory):
     """A real venv (no pip) with SGLang 0.5.9's released files in its site-packages."""
-    root = tmp_path_factory.mktemp('venv')
-    subprocess.run([sys.executable, '-m', 'venv', '--without-pip', str(root)], check=True)
-    site = next(root.glob('lib/python3*/site-packages'))
-    tree = sglang_wheels.tree_path('0.5.9')
-    for item in tree.iterdir():
-        if item.name != '.complete':
-            shutil.copytree(str(item), str(site / item.name))
-    return {'python': str(root / 'bin' / 'python'), 'site': site}
+    return sglang_wheels.make_venv(tmp_path_factory.mktemp('venv'), '0.5.9')
 
 
 @pytest.fixture
