@@ -14,9 +14,7 @@ driver version looked up in NVIDIA's table below. Standard library only (runs on
 
 from __future__ import annotations
 
-import email.parser
-import glob
-import os
+import importlib.metadata
 import re
 
 # Minimum Linux x86_64 driver of each CUDA toolkit's GA release: NVIDIA CUDA Toolkit Release Notes, Table 3 "CUDA Toolkit
@@ -37,10 +35,10 @@ TOOLKIT_DRIVERS = (
 TABLE_SOURCE = 'NVIDIA CUDA Toolkit Release Notes, Table 3 (CUDA Toolkit and Corresponding Driver Versions)'
 
 _LOCAL_CUDA_RE = re.compile(r'\+cu(\d+)$')
-# "nvidia-cuda-runtime-cu12==12.8.90" (PEP 508) or "nvidia-cuda-runtime-cu12 (==12.1.105)" (older metadata);
-# CUDA 13 wheels drop the -cuXX suffix.
+# "nvidia-cuda-runtime-cu12==12.8.90" (PEP 508) or "nvidia-cuda-runtime-cu12 (==12.1.105)" (older metadata), with or
+# without the -cuXX suffix.
 _RUNTIME_PIN_RE = re.compile(r'^nvidia-cuda-runtime(?:-cu\d+)?\s*\(?\s*==\s*(\d+)\.(\d+)(?:\.[\w.]+)?', re.I)
-_RUNTIME_DIST_RE = re.compile(r'^nvidia[-_]cuda[-_]runtime(?:[-_]cu\d+)?$', re.I)
+_RUNTIME_DIST_RE = re.compile(r'^nvidia-cuda-runtime(?:-cu\d+)?$')
 
 
 def version_key(version):
@@ -78,24 +76,20 @@ def _cuda_of_digits(digits):
     return '%s.%s' % (digits[:-1], digits[-1])
 
 
-def parse_metadata(text):
-    """Name, Version and Requires-Dist of a METADATA file (the headers; the description is not needed)."""
-    head = (text or '').split('\n\n', 1)[0]
-    message = email.parser.HeaderParser().parsestr(head)
-    return {'name': message.get('Name'), 'version': message.get('Version'),
-            'requires': [value.strip() for value in message.get_all('Requires-Dist') or []]}
+def _canonical(name):
+    return re.sub(r'[-_.]+', '-', name or '').lower()
 
 
-def torch_cuda(torch_metadata, runtime_version=None):
-    """{'torch', 'cuda', 'source'} for torch's METADATA text; cuda None for a CPU build or when nothing says."""
-    meta = parse_metadata(torch_metadata)
-    version = meta['version'] or ''
+def torch_cuda(version, requires=(), runtime_version=None):
+    """{'torch', 'cuda', 'source'} of a torch VERSION and its Requires-Dist list; cuda None for a CPU build or when
+    nothing says."""
+    version = version or ''
     found = _LOCAL_CUDA_RE.search(version)
     if found:
         return {'torch': version, 'cuda': _cuda_of_digits(found.group(1)), 'source': 'torch local version +cu%s' % found.group(1)}
     if version.endswith('+cpu'):
         return {'torch': version, 'cuda': None, 'source': 'torch %s is a CPU build' % version}
-    for requirement in meta['requires']:
+    for requirement in requires or ():
         pin = _RUNTIME_PIN_RE.match(requirement)
         if pin:
             return {'torch': version, 'cuda': '%s.%s' % pin.groups(),
@@ -106,29 +100,19 @@ def torch_cuda(torch_metadata, runtime_version=None):
     return {'torch': version, 'cuda': None, 'source': 'torch %s metadata names no CUDA runtime' % version}
 
 
-def find_metadata(site_dirs, wanted):
-    """(METADATA text, path) of the first distribution in SITE_DIRS whose normalised name matches the regex WANTED."""
-    for site in site_dirs:
-        for meta in sorted(glob.glob(os.path.join(site, '*.dist-info', 'METADATA'))):
-            name = os.path.basename(os.path.dirname(meta))[:-len('.dist-info')].rsplit('-', 1)[0]
-            if re.match(wanted, name, re.I):
-                try:
-                    with open(meta, 'rb') as handle:
-                        return handle.read(1 << 20).decode('utf-8', 'replace'), meta
-                except OSError:
-                    continue
-    return None, None
-
-
 def torch_build(site_dirs):
-    """What the torch installed in SITE_DIRS was built for, or None when torch is not installed there."""
-    text, path = find_metadata(site_dirs, r'^torch$')
-    if text is None:
+    """What the torch installed in SITE_DIRS was built for (from its installed metadata, never imported), or None
+    when torch is not installed there."""
+    torch, runtime = None, None
+    for dist in importlib.metadata.distributions(path=list(site_dirs)):
+        name = _canonical(dist.metadata['Name'])
+        if name == 'torch' and torch is None:
+            torch = dist
+        elif _RUNTIME_DIST_RE.match(name) and runtime is None:
+            runtime = dist.version
+    if torch is None:
         return None
-    runtime_text, dummy = find_metadata(site_dirs, _RUNTIME_DIST_RE.pattern)
-    runtime = parse_metadata(runtime_text)['version'] if runtime_text else None
-    build = torch_cuda(text, runtime)
-    build['metadata'] = path
+    build = torch_cuda(torch.version, torch.requires, runtime)
     build['cuda_runtime_wheel'] = runtime
     return build
 

@@ -28,7 +28,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils import _shm_leaks as
 from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
 from ansible_collections.llmops.sglang.plugins.module_utils._deploy_stamp import file_digest
 from ansible_collections.llmops.sglang.plugins.module_utils._systemd import SystemdError, show
-from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import PATCH_FILES, read_version
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import MARKER, read_version
+from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import PATCH_FILES
 
 SYS_PATH_SNIPPET = 'import json, sys; print(json.dumps([p for p in sys.path[1:] if p]))'
 
@@ -105,7 +106,7 @@ def sglang_facts(site_dirs):
     SM120 patcher edits (two ranks with the same version and digest run the same patched code)."""
     for site in site_dirs:
         package = os.path.join(site, 'sglang')
-        if os.path.isfile(os.path.join(package, 'srt', 'server_args.py')):
+        if os.path.isfile(os.path.join(package, MARKER)):
             digest = hashlib.sha256()
             for rel in PATCH_FILES:
                 digest.update(('%s\0%s\n' % (rel, file_digest(os.path.join(package, rel)))).encode('utf-8'))

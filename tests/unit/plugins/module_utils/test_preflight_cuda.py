@@ -67,8 +67,8 @@ def test_torch_240_parenthesised_pin(tmp_path):
 
 
 def test_local_version_wins_and_cpu_builds_have_no_cuda():
-    assert cc.torch_cuda('Name: torch\nVersion: 2.8.0+cu126\nRequires-Dist: nvidia-cuda-runtime-cu12==12.8.90\n')['cuda'] == '12.6'
-    assert cc.torch_cuda('Name: torch\nVersion: 2.8.0+cpu\n')['cuda'] is None
+    assert cc.torch_cuda('2.8.0+cu126', ['nvidia-cuda-runtime-cu12==12.8.90'])['cuda'] == '12.6'
+    assert cc.torch_cuda('2.8.0+cpu')['cuda'] is None
 
 
 def test_installed_runtime_wheel_when_torch_pins_nothing(tmp_path):
