@@ -10,229 +10,86 @@ The classifier reads the log of ONE SGLang start line by line and decides:
 
 * the furthest start-up stage any rank reached (``STAGES``);
 * whether the start is proven to have failed, and the crash class (``SIGNATURES``), the first line
-  that proves it, and the traceback around it;
+  that proves it, the traceback around it and its root cause;
 * whether the ready line ``The server is fired up and ready to roll!`` was printed.
 
-The crash rule, in short (docs/log-classification.md has the long form):
+The rules (stages, decisive phrases, root-cause classes, each with its prefilter gates) are data in
+``_sglang_rules``; one traceback is read by ``_sglang_traceback.TracebackReader``. In short
+(docs/log-classification.md has the long form):
 
 1. SGLang's own fatal phrases (``... hit an exception``, ``Received sigquit from a child process``,
    ``Initialization failed.``, ``scheduler is dead`` ...) prove a crash at once.
-2. An exception line at column 0 whose text names a specific accelerator failure (CUDA/HIP out of
-   memory, NCCL error, no kernel image, driver mismatch, CUDA/HIP/NPU runtime error) proves a crash.
-3. A bare top-level ``Traceback (most recent call last):`` (or an excerpt that starts inside one)
-   is only a *candidate*: it becomes the crash when the log ends (``flush``) or the process exits
-   with nothing after it but blank/noise lines, or when a fatal phrase or exit evidence
-   (leaked-semaphore warning, ``Killed``) follows. Any later SGLang log line or stage line clears it,
-   so benign library tracebacks never count.
-4. SGLang reporting a dead child (``scheduler died ... (exit code: -9)``) is decisive; what a shell or
-   the resource tracker prints when a process tree is gone (leaked-semaphore warning, ``Killed``,
-   ``Segmentation fault``) is pending like a candidate traceback (``silent_exit``/``process_exited``);
-   ``process_exited()`` with no evidence at all is ``process_exited``.
+2. An exception line at column 0 whose text names a specific accelerator failure proves a crash.
+3. A bare top-level traceback is only a *candidate*: it becomes the crash at the end of input
+   (``flush``), when the process exits, when a fatal phrase or exit evidence follows, or, by the stricter
+   rule of ``log_quiet``, when the log goes quiet. Any later SGLang log line clears it.
+4. SGLang reporting a dead child is decisive; what a shell prints when a process tree is gone
+   (``Killed``, leaked semaphores, ``Segmentation fault``) is pending like a candidate traceback.
 
-The signature is then refined from the root cause shown by the crash traceback (its exception
-lines and message), e.g. ``torch.OutOfMemoryError`` turns ``traceback``/``sigquit_child`` into
-``cuda_oom``; launcher-level failures before any stage are ``import_error`` or ``arg_error``.
+After a crash the classifier keeps reading the crash's traceback (bounded window) and refines the
+signature, root cause and context; ``settled`` says when nothing more is expected.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import codecs
 import os
 import re
 import time
+from typing import List, Optional
 
-STAGES = ("start", "init_distributed", "load_weights", "kv_cache", "cuda_graph",
-          "http_listening", "warmup", "ready")
-SIGNATURES = ("traceback", "sigquit_child", "cuda_oom", "cuda_error", "nccl_error", "import_error",
-              "arg_error", "driver_mismatch", "unsupported_arch", "device_error", "warmup_failed",
-              "silent_exit", "unit_failed", "process_exited")
-
-STATE_VERSION = 1
-
-_STAGE_INDEX = dict((name, index) for index, name in enumerate(STAGES))
-
-# Lines longer than this are kept as head + marker + tail (bounded memory for endless progress bars).
-_LINE_HEAD = 4096
-_LINE_TAIL = 28672
-_LINE_MARK = "\u2026[line truncated by llmops.sglang]\u2026"
-_LINE_MAX = _LINE_HEAD + len(_LINE_MARK) + _LINE_TAIL
-
-_CONTEXT_MAX = 40          # lines kept in error_context: the first _CONTEXT_HEAD and the latest ones
-_CONTEXT_HEAD = 8
-_CONTEXT_LINE_MAX = 1000   # characters kept per context line
-_RECENT_MAX = 5            # lines kept before an error for context
-_REFINE_MAX_LINES = 1000    # lines after a crash in which the root cause may still be read
-_CANDIDATE_TRAILER_MAX = 20  # unrecognised lines after a finished top-level traceback before it is dropped
-
-# Classes that a later root cause may replace (they say "something failed" but not what).
-_GENERIC = ("traceback", "sigquit_child")
-# Specific root-cause classes, most specific first.
-_SPECIFIC_ORDER = ("driver_mismatch", "unsupported_arch", "cuda_oom", "nccl_error", "cuda_error", "device_error")
-
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]")
-
-# SGLang's own log prefix: "[2025-08-25 22:39:27] ", "[2025-08-25 22:39:27 TP3] ", "[... DP1 TP0 EP1] ",
-# 0.2.x "[gpu=0] " / "[gpu_id=0] ", the tokenizer-manager style "[2025-08-25 22:39:27,123] " and the year-less "[12-16 14:27:08] ".
-_SGLANG_PREFIX_RE = re.compile(r"^\[(?:(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*|gpu(?:_id)?=\d+[^\]]*)\] ")
-
-_ARGS_RE = re.compile(r"server_args=|ServerArgs\(|port_args=PortArgs\(")
-
-# Stage lines (case-sensitive, as SGLang prints them). Each pattern can only match a line that contains
-# one of its stage's gates below: the gates are the cheap prefilter, the patterns the decision.
-_STAGE_PATTERNS = (
-    ("ready", re.compile(r"The server is fired up and ready to roll")),
-    ("warmup", re.compile(
-        r"\"(?:GET|POST) /(?:get_)?model_info\b|\"POST /(?:generate|encode|v1/embeddings|classify)\b"
-        r"|(?:Start|End) of (?:pd |prefill |decode )?(?:disaggregation )?(?:mode )?warmup|Prefill batch[.,] "
-        r"|Initialization failed\. warmup error")),
-    ("http_listening", re.compile(r"Uvicorn running on")),
-    ("cuda_graph", re.compile(
-        r"\bCapture\b.{0,80}?\b(?:graph|Graph|GRAPH)s?\b.{0,40}?\b(?:begin|end|bs|failed)\b|\bCapturing\b")),
-    ("kv_cache", re.compile(
-        r"Load weight end|KV Cache is allocated|Memory pool end|max_total_num_tokens="
-        r"|Running FlashInfer autotune|FlashInfer autotune completed")),
-    ("load_weights", re.compile(
-        r"Load weight begin|Loading (?:safetensors|pt|bin|gguf|npcache)[\w ]{0,20} checkpoint shards"
-        r"|Multi-thread loading shards")),
-    ("init_distributed", re.compile(
-        r"Init torch distributed (?:begin|ends?)|Init parallel (?:begin|ends?)|Init nccl begin"
-        r"|sglang is using nccl==|\[Gloo\] Rank \d+ is connected| NCCL INFO ")),
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_rules import (
+    ARGS_MARKERS,
+    GENERIC,
+    PHRASE_RULES,
+    POST_READY_RE,
+    SGLANG_PREFIX_RE,
+    SIGNATURES,
+    STAGE_INDEX,
+    STAGES,
+    STRUCTURE_GATES,
+    USAGE_RE,
+    PhraseRule,
+    better,
+    gates_after,
+    last_segment,
+    max_stage,
+    phrase_of,
+    specific_class,
+    stage_of,
+    strip_ansi,
 )
-_STAGE_GATES = {
-    "ready": ("The server is fired",),
-    "warmup": ("GET /", "POST /", "Start of ", "End of ", "zation failed", "Prefill batch"),
-    "http_listening": ("Uvicorn running on",),
-    "cuda_graph": ("Captur",),
-    "kv_cache": ("Load weight ", "KV Cache", "Memory pool end", "x_total_num_tokens", "FlashInfer autotune"),
-    "load_weights": ("Load weight ", "kpoint shards", "Multi-thread loading"),
-    "init_distributed": ("Init ", "using nccl==", "Gloo] Rank", "NCCL INFO "),
-}
-
-# Decisive phrases: (regex, signature, heads_traceback, evidence). evidence "" is SGLang's own verdict;
-# "exit" is SGLang reporting that a child died (decisive); "shell" is what a shell or the multiprocessing
-# resource tracker prints when the process tree is gone: decisive only if SGLang does not log on.
-_CRASH_PHRASES = (
-    (re.compile(r"\b\w+ hit an exception"), "traceback", True, ""),
-    (re.compile(r"Received sigquit from a child proces"), "sigquit_child", False, ""),
-    (re.compile(r"SIGQUIT received\b"), "sigquit_child", False, ""),
-    (re.compile(r"Initialization failed\. warmup error"), "warmup_failed", True, ""),
-    (re.compile(r"Initialization failed\."), "traceback", False, ""),
-    (re.compile(r"scheduler died during initialization \(exit code: ?(-?\d+)"), "process_exited", False, "exit"),
-    (re.compile(r"Subprocess \S+ \(pid=\d+\) crashed with exit code (-?\d+)"), "process_exited", False, "exit"),
-    (re.compile(r"scheduler is dead\b"), "process_exited", False, "exit"),
-    (re.compile(r"DataParallelController \d+ terminated with (-?\d+)"), "process_exited", False, "exit"),
-    (re.compile(r"[Cc]apture (?:cuda |CUDA |npu |NPU |piecewise |piecewise CUDA )?[Gg]raph failed"), "traceback", False, ""),
-    (re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"), "cuda_oom", False, ""),
-    (re.compile(r"No supported CUDA architectures found for major versions"), "unsupported_arch", False, ""),
-    (re.compile(r"FlashInfer allreduce fusion requires SM90"), "unsupported_arch", False, ""),
-    (re.compile(r"Watchdog caught collective operation timeout"), "nccl_error", False, ""),
-    # uvicorn cannot bind the HTTP port (e.g. [Errno 98] address already in use): the server shuts down
-    (re.compile(r"ERROR:\s+\[Errno \d+\] error while attempting to bind on address"), "traceback", False, ""),
-    (re.compile(r"^\[(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d[^\]]*\] Traceback \(most recent call last\)"), "traceback", True, ""),
-    (re.compile(r"Exception in (?:ModelTpServer|ModelRpcServer|ControllerSingle|ControllerMulti|run_tp_server"
-                r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b"), "traceback", True, ""),
-    (re.compile(r"^Fatal Python error: "), "traceback", False, ""),
-    (re.compile(r"terminate called after throwing an instance of"), "traceback", False, ""),
-    (re.compile(r": error: (?:argument |unrecognized arguments|the following arguments are required|ambiguous option)"),
-     "arg_error", False, "exit"),
-    (re.compile(r"resource_tracker: There appear to be \d+ leaked"), "silent_exit", False, "shell"),
-    (re.compile(r"^(?:Killed|\u5df2\u6740\u6b7b)\s*$"), "silent_exit", False, "shell"),   # "Killed" (zh_CN: \u5df2\u6740\u6b7b)
-    (re.compile(r"^(?:Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception)"
-                r"(?: \(core dumped\))?\s*$"), "process_exited", False, "shell"),
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_traceback import (
+    EXC_RE,
+    TracebackReader,
+    clip,
+    context_add,
+    structure_alone,
 )
 
-# Root-cause classes read from exception and message lines, most specific first. cuda_error means "CUDA
-# is not usable at all" (no device, driver/runtime not initialised); runtime/operator failures of any
-# accelerator (CUDA, ROCm/HIP, Ascend NPU, XPU) are device_error, as in the corpus README.
-_CLASS_PATTERNS = (
-    ("driver_mismatch", re.compile(
-        r"Driver/library version mismatch|CUDA driver version is insufficient|driver on your system is too old"
-        r"|cudaErrorInsufficientDriver|CUDA_ERROR_SYSTEM_DRIVER_MISMATCH|forward compatibility was attempted"
-        r"|unsupported display driver / cuda driver combination|NVML library version mismatch"
-        r"|NVML/RM version mismatch|NVMLError_LibRmVersionMismatch|cudaErrorCompatNotSupportedOnDevice"
-        r"|CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE|cudaErrorSystemDriverMismatch"
-        r"|PTX was compiled with an unsupported toolchain|CUDA_ERROR_UNSUPPORTED_PTX_VERSION")),
-    ("unsupported_arch", re.compile(
-        r"no kernel image is available|cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|kernel image is invalid"
-        r"|hipErrorNoBinaryForGpu|(?i:no binary for gpu)|invalid device function|hipErrorInvalidDeviceFunction"
-        r"|is not compatible with the current PyTorch installation|not supported (?:in|on) this (?:architecture|GPU|device)"
-        r"|(?i:unsupported (?:gpu |cuda )?arch)|No supported CUDA architectures found|requires SM ?\d+"
-        r"|sm_?\d+a? is not (?:supported|compatible)|fp8e4nv not supported|not supported for the current GPU"
-        r"|Minimum capability: \d+|only supports? (?:Ampere|Hopper|Blackwell|Ada|sm_?\d+)"
-        r"|compute capability (?:of )?[\d.]+ .{0,60}not supported")),
-    ("cuda_oom", re.compile(
-        r"(?i:out of memory)|OutOfMemoryError|cudaErrorMemoryAllocation|hipErrorOutOfMemory|CUBLAS_STATUS_ALLOC_FAILED"
-        r"|ACL_ERROR_RT_MEMORY_ALLOCATION|Not enough memory\. Please try to increase")),
-    ("nccl_error", re.compile(
-        r"NCCL error|nccl\w*Error\b|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError"
-        r"|ncclInvalidArgument|DistBackendError|ProcessGroupNCCL.{0,80}(?i:timed? ?out|watchdog)|HCCL error"
-        r"|Hccl\w* failed|RCCL error|connectFullMesh failed|gloo/transport/|ProcessGroupGloo|ncclUniqueId|DistNetworkError"
-        r"|Watchdog caught collective operation timeout|c10::DistBackendError|DistStoreError")),
-    ("cuda_error", re.compile(
-        r"no CUDA-capable device is detected|CUDA-capable device\(s\) (?:is|are)|cudaErrorNoDevice|cudaErrorDevicesUnavailable"
-        r"|No CUDA GPUs are available|Unexpected error from cudaGetDeviceCount|CUDA driver initialization failed"
-        r"|CUDA_ERROR_NOT_INITIALIZED|CUDA_ERROR_NO_DEVICE|Found no NVIDIA driver|Torch not compiled with CUDA enabled"
-        r"|CUDA initialization: |cudaErrorInitializationError|system not yet initialized|invalid device ordinal")),
-    ("device_error", re.compile(
-        r"CUDA error|cudaError\w+|CUDA_ERROR_\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|cuDNN error|Triton Error \[(?:CUDA|HIP)\]"
-        r"|AcceleratorError|CUDA driver error|device-side assert|illegal memory access|misaligned address"
-        r"|HIP error|hipError\w+|ROCm error|NPU function error|NPU error|ACL error|aclnn\w* failed"
-        r"|PTA call acl api failed|\bE[A-Z]?\d{4}: |\bERR\d{5}\b|XPU error|MUSA error")),
-)
+__all__ = ("STAGES", "SIGNATURES", "LogClassifier", "LogFollower", "classify_text", "is_exception_line")
 
-_IMPORT_EXC_RE = re.compile(r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|undefined symbol|cannot open shared object file")
-_ARG_EXC_RE = re.compile(
-    r"^(?:[\w.]+\.)?(?:ValueError|TypeError|AssertionError|ArgumentError|ArgumentTypeError|KeyError|NotImplementedError"
-    r"|HFValidationError|RepositoryNotFoundError|GatedRepoError|OSError|FileNotFoundError|EnvironmentError)\b"
-    r"|is not a valid model identifier|Repository Not Found|does not appear to have a file named"
-    r"|unrecognized arguments|--[a-z][a-z0-9-]+")
-_ARG_FRAME_RE = re.compile(
-    r"server_args\.py|/arg_groups/|argparse\.py|model_config\.py|/configs/|hf_transformers_utils|configuration_utils\.py"
-    r"|huggingface_hub/|arg_utils\.py")
+STATE_VERSION = 2
 
-# Traceback structure (tested on the last \r segment of a line, ANSI codes removed).
-_FRAME_RE = re.compile(r"^\s*File \"([^\"]*)\", line \d+(?:, in (.*?))?\s*$")
-_HEADER_RE = re.compile(r"Traceback \(most recent call last\):\s*$")
-_CHAIN_RE = re.compile(r"^(?:The above exception was the direct cause of the following exception:"
-                       r"|During handling of the above exception, another exception occurred:)\s*$")
-_CARET_RE = re.compile(r"^\s*[\^~]+\s*$")
-_EXC_RE = re.compile(
-    r"^\s*what\(\):\s+\S"   # the message of a C++ exception under "terminate called after throwing ..."
-    r"|^(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Failure|Failed|Fault|Abort)(?::(?:\s.*)?)?\s*$"
-    r"|^(?:[A-Za-z_]\w*\.)+[A-Z]\w*: .*$|^(?:AssertionError|StopIteration|KeyboardInterrupt)\s*$")
+# Lines longer than LINE_HEAD + LINE_TAIL are kept as head + marker + tail (bounded memory for endless
+# progress bars); the tail starts at a carriage return where one is in reach, so the segment a terminal
+# shows (and a marker glued to the end of a progress bar) is kept whole.
+LINE_HEAD = 4096
+LINE_TAIL = 28672
+LINE_MARK = "\u2026[line truncated by llmops.sglang]\u2026"
+
+RECENT_MAX = 5              # lines kept before an error for context
+REFINE_MAX_LINES = 1000     # lines after a crash in which the root cause may still be read
+CANDIDATE_TRAILER_MAX = 20  # unrecognised lines after a finished top-level traceback before it is dropped
+
 _NOISE_RE = re.compile(
     r"^\s*$|^\s+warnings\.warn\(|^\S+\.py:\d+: \w*Warning: |resource_tracker|^Killed\s*$|^\s*(?:/\S+ )?Terminated\s*$"
-    r"|^\[W\d* |^\[rank\d+\]:\[W|^Exception ignored in|^sys:1: |^\s*$")
+    r"|^\[W\d* |^\[rank\d+\]:\[W|^Exception ignored in|^sys:1: ")
 _BENIGN_TB_INTROS = ("Exception ignored in", "--- Logging error ---", "Error in atexit")
-_CALL_RE = re.compile(r"(\w+)\(")
-_GLUED_HEADER_RE = re.compile(r"(?:it/s|s/it|\])\]?Traceback \(most recent call last\):\s*$")
-_SOURCE_IMPORT_RE = re.compile(r"^\s*(?:from\s+\S+\s+import\b|import\s+\S)")
-
-_FRAME_SKIP_RE = re.compile(r"server_args\.py|launch_server\.py|/arg_groups/|/configs/")
-_FRAME_STAGE = (
-    ("warmup", re.compile(r"^(?:_wait_and_warmup|_execute_server_warmup)$"), None),
-    ("cuda_graph", re.compile(r"cuda_graph|^_?capture\w*$|^init_\w*graphs?$|graph_runner"),
-     re.compile(r"graph_runner|cuda_graph|npu_graph")),
-    ("kv_cache", re.compile(r"^(?:init_memory_pool\w*|profile_max_num_token|init_attention_backend|_get_attention_backend\w*"
-                            r"|kernel_warmup|\w*flashinfer_autotune\w*)$"),
-     re.compile(r"/mem_cache/")),
-    ("load_weights", re.compile(r"^(?:load_model|load_weights\w*|\w*weight_loader\w*|create_weights|load_weights_and_postprocess"
-                                r"|download_model|_load_\w*weights?\w*)$"), re.compile(r"/model_loader/")),
-    ("init_distributed", re.compile(r"^(?:init_torch_distributed|init_distributed_environment|initialize_model_parallel"
-                                    r"|init_model_parallel_group|init_process_group|ncclCommInitRank|init_parallel\w*)$"),
-     re.compile(r"pynccl|/device_communicators/|parallel_state\.py")),
-)
-
-# Cheap prefilter. While no traceback is open, a line that contains none of these literal gates (plus the
-# gates of the stages not reached yet) can only be counted: it cannot decide anything. Gates start with
-# rare characters where possible, which is what keeps Python's regex search fast.
-_CRASH_GATES = (
-    "Error", "xception", "Abort", "Traceback", "File \"", "quit from a child", "QUIT", "zation failed", "xit code",
-    "uler is dead", "ParallelController", "Fatal Python", "wing an instance of", "\nusage: ", "There appear to be",
-    "Watchdog caught", "ERROR:    [Errno", "what():", "Ignore import error", "Killed", "\u5df2\u6740\u6b7b", "Segmentation fault", "Bus error", "Illegal instruction",
-)
-_CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in _CRASH_GATES))
-_USAGE_RE = re.compile(r"^usage: ")
+# Gates of everything that can decide while no traceback is open (phrases and traceback structure).
+_CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in sorted(set(
+    [g for rule in PHRASE_RULES for g in rule.gates] + [g for g in STRUCTURE_GATES if not g.startswith("\n")]))))
 _GATE_CACHE = {}
 
 
@@ -241,203 +98,116 @@ def _gate_re(stage, extra):
     key = (stage, extra)
     regex = _GATE_CACHE.get(key)
     if regex is None:
-        gates = list(_CRASH_GATES)
-        for name in STAGES[_STAGE_INDEX[stage] + 1:]:
-            gates.extend(_STAGE_GATES[name])
-        source = "|".join(re.escape(g) for g in gates)
+        source = "|".join(re.escape(g) for g in gates_after(stage))
         if extra:
             source += "|" + "|".join("(?:%s)" % p for p in extra)
         regex = _GATE_CACHE[key] = re.compile(source)
     return regex
 
 
-# After the ready line only a real exception counts as a (runtime) crash; "SIGQUIT received" alone is also
-# what a normal SIGTERM shutdown prints (0.5.16: "Subprocess detokenizer ... crashed with exit code -15").
-_POST_READY_RE = re.compile(r"hit an exception|Received sigquit from a child")
+def _tail_from_a_segment(rest):
+    """The longest suffix of ``rest`` of at most LINE_TAIL characters that starts right after a carriage
+    return, else its last LINE_TAIL characters. Applying it again to that suffix plus more text gives the same
+    as applying it once to all of it, so a capped line is the same for any chunking."""
+    if len(rest) <= LINE_TAIL:
+        return rest
+    split = rest.find("\r", len(rest) - LINE_TAIL - 1, len(rest) - 1)
+    return rest[split + 1:] if split >= 0 else rest[-LINE_TAIL:]
 
 
-def _cap_line(line):
-    """Bound one line: keep its first and last characters (same result for any chunking)."""
-    if len(line) > _LINE_MAX:
-        return line[:_LINE_HEAD] + _LINE_MARK + line[-_LINE_TAIL:]
-    return line
+def cap_line(line):
+    """Bound one line: its first LINE_HEAD characters, a marker, and its tail (see _tail_from_a_segment)."""
+    if len(line) <= LINE_HEAD + LINE_TAIL:
+        return line
+    return line[:LINE_HEAD] + LINE_MARK + _tail_from_a_segment(line[LINE_HEAD:])
 
 
-def _clip(line):
-    if len(line) > _CONTEXT_LINE_MAX:
-        return line[:_CONTEXT_LINE_MAX // 2] + "\u2026" + line[-(_CONTEXT_LINE_MAX // 2):]
-    return line
+def _extend_capped(capped, text):
+    """cap_line(original + text) from capped == cap_line(original), without the original."""
+    if len(capped) > LINE_HEAD + len(LINE_MARK) and capped.startswith(LINE_MARK, LINE_HEAD):
+        return capped[:LINE_HEAD + len(LINE_MARK)] + _tail_from_a_segment(capped[LINE_HEAD + len(LINE_MARK):] + text)
+    return cap_line(capped + text)
 
 
-def _strip_ansi(text):
-    if "\x1b" in text:
-        return _ANSI_RE.sub("", text)
-    return text
+@dataclasses.dataclass
+class ExitEvidence:
+    """Shell-level exit evidence waiting for the end of input (or SGLang logging on, which clears it)."""
+
+    signature: str
+    line: str
+    lineno: int
+    context: List[str]
+
+    def to_json(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data):
+        return None if data is None else cls(**data)
 
 
-def _last_segment(text):
-    """What a terminal shows of a line with carriage returns: its last non-empty segment."""
-    if "\r" not in text:
-        return text
-    for part in reversed(text.split("\r")):
-        if part.strip():
-            return part
-    return ""
+@dataclasses.dataclass
+class ClassifierState:
+    """Everything a LogClassifier knows; JSON as it is (``to_json``/``from_json``), bounded in size."""
+
+    crash_patterns: List[str] = dataclasses.field(default_factory=list)
+    ignore_patterns: List[str] = dataclasses.field(default_factory=list)
+    status: str = "starting"
+    line_stage: str = "start"                 # furthest stage shown by progress lines
+    frame_stage_max: Optional[str] = None     # furthest stage shown by the frames of the crash traceback
+    stages: List[dict] = dataclasses.field(default_factory=list)
+    signature: Optional[str] = None
+    base_signature: Optional[str] = None      # class of the decisive line, before root-cause refinement
+    error_line: Optional[str] = None
+    error_lineno: Optional[int] = None
+    context: List[str] = dataclasses.field(default_factory=list)
+    root_cause: Optional[str] = None
+    lineno: int = 0
+    last_line: Optional[str] = None
+    pending: str = ""                         # partial last line (capped)
+    recent: List[str] = dataclasses.field(default_factory=list)
+    candidate: Optional[TracebackReader] = None
+    exit_pending: Optional[ExitEvidence] = None
+    crash_tb: Optional[TracebackReader] = None
+    refine_left: int = 0
+    slow_left: int = 0                        # lines to read in full after argparse's "usage:"
+    leaked: bool = False
+    exit_code: Optional[int] = None
+    exited: bool = False
+    post_ready_crash: bool = False
+    flushed: bool = False
+
+    _NESTED = {"candidate": TracebackReader, "crash_tb": TracebackReader, "exit_pending": ExitEvidence}
+
+    def to_json(self):
+        data = dataclasses.asdict(self)
+        data["version"] = STATE_VERSION
+        return data
+
+    @classmethod
+    def from_json(cls, data):
+        if data.get("version") != STATE_VERSION:
+            raise ValueError("unsupported LogClassifier state version %r (expected %d)" % (data.get("version"), STATE_VERSION))
+        values = dict((k, v) for k, v in data.items() if k != "version")
+        unknown = sorted(set(values) - set(field.name for field in dataclasses.fields(cls)))
+        if unknown:
+            raise ValueError("unknown LogClassifier state keys %s" % ", ".join(unknown))
+        for name, kind in cls._NESTED.items():
+            values[name] = kind.from_json(values.get(name))
+        return cls(**values)
 
 
-def _specific_class(text):
-    for name, regex in _CLASS_PATTERNS:
-        if regex.search(text):
-            return name
-    return None
+class _LineReader:
+    """Line assembly and the prefilter: turns fed text into complete lines, and counts the lines that
+    cannot decide anything without reading them (see _sglang_rules for the gates)."""
 
-
-def _better(current, new):
-    """Return the more specific of two specific classes (None allowed)."""
-    if current is None:
-        return new
-    if new is None:
-        return current
-    return new if _SPECIFIC_ORDER.index(new) < _SPECIFIC_ORDER.index(current) else current
-
-
-def _frame_stage(path, func, calls_only=False):
-    """Start-up stage shown by one SGLang frame (file path and function or called name), else None."""
-    if "sglang" not in path.lower() or _FRAME_SKIP_RE.search(path):
-        return None
-    for stage, func_re, path_re in _FRAME_STAGE:
-        if func and func_re.search(func):
-            return stage
-        if not calls_only and path_re is not None and path_re.search(path):
-            return stage
-    return None
-
-
-def _max_stage(a, b):
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a if _STAGE_INDEX[a] >= _STAGE_INDEX[b] else b
-
-
-def _context_add(context, line):
-    """Append to a bounded context list: keep its first _CONTEXT_HEAD lines and the latest ones."""
-    if len(context) >= _CONTEXT_MAX:
-        del context[_CONTEXT_HEAD]
-    context.append(_clip(line))
-
-
-def _new_tb(kind, line, lineno, before):
-    """State of a traceback being read.
-
-    kind is 'top' (``Traceback (most recent call last):`` at column 0), 'headless' (the text starts
-    inside a traceback) or 'crash' (the traceback read after a decisive line, for the root cause).
-    """
-    return {
-        "kind": kind,
-        "line": line,            # proving line: the header; for headless ones the exception line
-        "lineno": lineno,
-        "context": [_clip(x) for x in before],
-        "started": True,         # crash window only: False while waiting for the failing rank's traceback
-        "done": False,           # an exception line was seen
-        "after": 0,              # unrecognised lines after the exception line
-        "prev_frame": False,     # previous line was a File "..." frame, so this one is its source line
-        "last_func": None,
-        "last_path": "",
-        "import_chain": False,   # innermost frame is a module-level import statement
-        "exc": [],               # exception lines (first 5)
-        "specific": None,        # most specific accelerator class named by exception/message lines
-        "import_exc": False,
-        "arg_frames": False,     # frames in argument/config handling (server_args.py, configs/, argparse ...)
-        "arg_exc": False,        # exception type typical of argument/config validation
-        "frame_stage": None,
-        "benign": False,         # printed by Python's unraisable/logging/atexit hooks: read, never adopted
-        "intro": None,           # "thread" (threading.excepthook) or "ignore_import" (message of a warning)
-        "cause": None,           # root-cause line: the most specific exception / what(): line
-        "cause_class": None,
-    }
-
-
-class LogClassifier:
-    """Incremental, line-by-line classifier of ONE SGLang run's startup log."""
-
-    def __init__(self, crash_patterns=(), ignore_patterns=(), state=None):
-        if state is not None and not crash_patterns and not ignore_patterns:
-            crash_patterns = state.get("crash_patterns") or ()
-            ignore_patterns = state.get("ignore_patterns") or ()
-        self._crash_sources = [str(p) for p in (crash_patterns or ())]
-        self._ignore_sources = [str(p) for p in (ignore_patterns or ())]
-        self._crash_res = [re.compile(p) for p in self._crash_sources]
-        self._ignore_res = [re.compile(p) for p in self._ignore_sources]
-        self._extra = tuple(self._crash_sources)
-        self._gates = {}
-        self._status = "starting"
-        self._line_stage = "start"
-        self._frame_stage_max = None
-        self._stages = []
-        self._signature = None
-        self._base_signature = None
-        self._error_line = None
-        self._error_lineno = None
-        self._context = []
-        self._lineno = 0
-        self._last_line = None
-        self._pending = ""
-        self._recent = []
-        self._candidate = None
-        self._exit_pending = None
-        self._crash_tb = None
-        self._refine_left = 0
-        self._slow_left = 0
-        self._leaked = False
-        self._exit_code = None
-        self._exited = False
-        self._post_ready_crash = False
-        self._flushed = False
-        self._root_cause = None
-        if state is not None:
-            self._load_state(state)
-
-    # ------------------------------------------------------------------ state
-    _STATE_KEYS = (
-        "_status", "_line_stage", "_frame_stage_max", "_stages", "_signature", "_base_signature", "_error_line",
-        "_error_lineno", "_context", "_lineno", "_last_line", "_pending", "_recent", "_candidate", "_exit_pending", "_crash_tb",
-        "_refine_left", "_slow_left", "_leaked", "_exit_code", "_exited", "_post_ready_crash", "_flushed",
-        "_root_cause",
-    )
-
-    def to_state(self):
-        """JSON-serialisable dict (bounded size); ``LogClassifier(state=c.to_state())`` continues exactly."""
-        state = {"version": STATE_VERSION, "crash_patterns": list(self._crash_sources),
-                 "ignore_patterns": list(self._ignore_sources)}
-        for key in self._STATE_KEYS:
-            state[key[1:]] = _copy_json(getattr(self, key))
-        return state
-
-    def _load_state(self, state):
-        if state.get("version") != STATE_VERSION:
-            raise ValueError("unsupported LogClassifier state version %r (expected %d)" % (state.get("version"), STATE_VERSION))
-        for key in self._STATE_KEYS:
-            if key[1:] in state:
-                setattr(self, key, _copy_json(state[key[1:]]))
-
-    # ------------------------------------------------------------------ public API
-    @property
-    def status(self):
-        """"starting", "ready" or "crashed"."""
-        return self._status
-
-    @property
-    def stage(self):
-        """The furthest stage reached (str)."""
-        return self._effective_stage()
+    _s = None   # ClassifierState, set by LogClassifier
 
     def feed(self, text, now=None):
         """Feed decoded text (may end mid-line; the partial line is kept until completed).
 
         Returns the list of new events (dicts with "type" "stage", "ready", "crash" or "signature";
-        "signature" events report a crash class refined from the traceback read after the crash).
+        "signature" events report a crash class refined from the lines read after the crash).
         """
         events = []
         if now is None:
@@ -445,21 +215,483 @@ class LogClassifier:
         self._start(now)
         if not text:
             return events
+        s = self._s
         last_nl = text.rfind("\n")
         if last_nl < 0:
-            self._pending = _cap_line(self._pending + text)
+            s.pending = _extend_capped(s.pending, text)
             return events
         block = text[:last_nl + 1]
         rest = text[last_nl + 1:]
-        if self._pending:
+        if s.pending:
             first_nl = block.find("\n")
-            first = _cap_line(self._pending + block[:first_nl])
-            self._pending = ""
+            first = _extend_capped(s.pending, block[:first_nl])
+            s.pending = ""
             self._line(first, events, now)
             block = block[first_nl + 1:]
         self._block(block, events, now)
-        self._pending = _cap_line(rest)
+        s.pending = cap_line(rest)
         return events
+
+    def _reads_every_line(self):
+        s = self._s
+        return s.candidate is not None or s.exit_pending is not None or s.refine_left > 0 or s.slow_left > 0
+
+    def _block(self, block, events, now):
+        """Process complete lines; lines the prefilter rejects are only counted."""
+        s = self._s
+        pos = 0
+        end = len(block)
+        while pos < end:
+            if s.status != "starting" and s.refine_left <= 0:
+                self._after_verdict(block, pos, events, now)
+                return
+            if not self._reads_every_line() and not block.startswith("usage: ", pos):
+                gate = self._gates.get(s.line_stage)
+                if gate is None:
+                    gate = self._gates[s.line_stage] = _gate_re(s.line_stage, tuple(s.crash_patterns))
+                match = gate.search(block, pos)
+                if match is None:
+                    self._skip(block, pos, end)
+                    return
+                if block[match.start()] == "\n":
+                    line_start = match.start() + 1
+                else:
+                    line_start = block.rfind("\n", 0, match.start()) + 1
+                if line_start > pos:
+                    self._skip(block, pos, line_start)
+                    pos = line_start
+            line_end = block.find("\n", pos)
+            self._line(cap_line(block[pos:line_end]), events, now)
+            pos = line_end + 1
+
+    def _after_verdict(self, block, pos, events, now):
+        """After the verdict only the post-ready crash check reads lines."""
+        s = self._s
+        end = len(block)
+        while s.status == "ready" and not s.post_ready_crash:
+            match = POST_READY_RE.search(block, pos)
+            if match is None:
+                break
+            line_start = block.rfind("\n", 0, match.start()) + 1
+            if line_start > pos:
+                self._skip(block, pos, line_start)
+                pos = line_start
+            line_end = block.find("\n", pos)
+            self._line(cap_line(block[pos:line_end]), events, now)
+            pos = line_end + 1
+        if pos < end:
+            self._skip(block, pos, end)
+
+    def _skip(self, block, start, end):
+        """Count the lines in block[start:end] (ends with a newline) and remember the last ones."""
+        s = self._s
+        s.lineno += block.count("\n", start, end)
+        tail = []
+        stop = end - 1
+        last_text = None
+        while stop >= start and (len(tail) < RECENT_MAX or last_text is None):
+            begin = max(start, block.rfind("\n", start, stop) + 1)
+            line = block[begin:stop]
+            if len(tail) < RECENT_MAX:
+                tail.append(line)
+            if last_text is None and line.strip():
+                last_text = line
+            stop = begin - 1
+        tail.reverse()
+        s.recent = (s.recent + [clip(cap_line(x)) for x in tail])[-RECENT_MAX:]
+        if last_text is not None:
+            s.last_line = clip(cap_line(last_text))
+
+    def _line(self, raw, events, now):
+        s = self._s
+        s.lineno += 1
+        if s.slow_left > 0:
+            s.slow_left -= 1
+        self._line_body(raw, s.lineno, events, now)
+        s.recent.append(clip(raw))
+        if len(s.recent) > RECENT_MAX:
+            del s.recent[0]
+        if raw.strip():
+            s.last_line = clip(raw)
+
+    def _line_body(self, raw, lineno, events, now):
+        """Decide on one complete line (LogClassifier: _StartupEvidence)."""
+        raise NotImplementedError
+
+    def _start(self, now):
+        if not self._s.stages:
+            self._s.stages.append({"stage": "start", "time": now, "line": None, "lineno": None})
+
+
+class _CrashWindow:
+    """Deciding a crash and reading on after it: the traceback that belongs to the crash is read for its
+    root cause within a bounded window (REFINE_MAX_LINES lines), refining signature, root cause, stage and
+    error_context as its lines arrive."""
+
+    _s = None   # ClassifierState, set by LogClassifier
+
+    def _effective_stage(self):
+        """Furthest stage: progress lines of any rank, or the frames of the crash traceback if further
+        (an excerpt may start inside the traceback, or the failing rank got further than its last line).
+        A crash once the HTTP server is up and before the ready line is in the warmup request: that is the
+        only request the server runs then."""
+        s = self._s
+        if s.status == "ready":
+            return "ready"
+        stage = max_stage(s.line_stage, s.frame_stage_max)
+        if stage == "http_listening" and s.status == "crashed":
+            return "warmup"
+        return stage
+
+    def _set_stage(self, stage, line, lineno, events, now):
+        s = self._s
+        if STAGE_INDEX[stage] <= STAGE_INDEX[s.line_stage]:
+            return
+        before = self._effective_stage()
+        s.line_stage = stage
+        self._stage_event(before, line, lineno, events, now)
+
+    def _fold_frames(self, tb):
+        """Stage from the frames of a crash traceback; returns the stage before, or None if unchanged."""
+        if tb is not None and tb.frame_stage:
+            before = self._effective_stage()
+            self._s.frame_stage_max = max_stage(self._s.frame_stage_max, tb.frame_stage)
+            return before
+        return None
+
+    def _stage_event(self, before, line, lineno, events, now):
+        s = self._s
+        after = self._effective_stage()
+        if before is None or after == before:
+            return
+        if any(entry["stage"] == after for entry in s.stages):
+            return
+        entry = {"stage": after, "time": now, "line": None if line is None else clip(line), "lineno": lineno}
+        s.stages.append(entry)
+        events.append({"type": "stage", "stage": after, "line": entry["line"], "lineno": lineno, "time": now})
+
+    def _signature_of(self, base, tb):
+        return base if tb is None else tb.signature(base, self._effective_stage())
+
+    def _crash(self, signature, raw, lineno, events, now, then=""):
+        """The crash is decided by line ``raw`` (None: by the process exit alone)."""
+        s = self._s
+        before = self._effective_stage()
+        s.status = "crashed"
+        s.base_signature = s.signature = signature
+        s.error_line, s.error_lineno = raw, lineno
+        s.context = list(s.recent)
+        if raw is not None:
+            context_add(s.context, raw)
+        self._stage_event(before, raw, lineno, events, now)
+        events.append({"type": "crash", "signature": signature, "line": None if raw is None else clip(raw),
+                       "lineno": lineno})
+        if raw is not None and not s.flushed:
+            # the traceback the decisive line heads, or (sigquit, C++ terminate) the root cause still to come
+            s.crash_tb = TracebackReader(kind="crash", line=raw, lineno=lineno, context=None,
+                                         started=then == "traceback", awaits=then == "cause")
+            s.refine_left = REFINE_MAX_LINES
+        else:
+            s.refine_left = 0
+
+    def _adopt_candidate(self, base, raw, lineno, events, now, heads_tb=False):
+        """The candidate traceback is part of the crash: its proving line is the error line."""
+        s = self._s
+        tb = s.candidate
+        s.candidate = None
+        stage_time = s.stages[-1]["time"] if s.stages else 0.0
+        before = self._fold_frames(tb)
+        self._stage_event(before, tb.line, tb.lineno, events, stage_time)
+        before = self._effective_stage()
+        s.status = "crashed"
+        self._stage_event(before, tb.line, tb.lineno, events, stage_time)
+        s.error_line, s.error_lineno = tb.line, tb.lineno
+        s.context = list(tb.context)
+        tb.context = None
+        if raw is not None:
+            context_add(s.context, raw)
+        s.base_signature = s.signature = self._signature_of(base or "traceback", tb)
+        s.root_cause = tb.cause
+        events.append({"type": "crash", "signature": s.signature, "line": clip(tb.line), "lineno": tb.lineno})
+        if s.flushed:
+            s.refine_left = 0
+        elif raw is not None and heads_tb:
+            s.crash_tb = TracebackReader(kind="crash", line=raw, lineno=lineno, context=None)
+            s.refine_left = REFINE_MAX_LINES
+        else:
+            s.crash_tb = tb
+            tb.started = True
+            s.refine_left = REFINE_MAX_LINES
+
+    def _refine(self, raw, clean, seg, lineno, events, now):
+        """After the crash: read the traceback that belongs to it for the root cause (bounded window)."""
+        s = self._s
+        tb = s.crash_tb
+        if s.refine_left <= 0 or tb is None:
+            s.refine_left = 0
+            return
+        s.refine_left -= 1
+        kind = tb.structure(seg)
+        if not tb.started:
+            self._await_cause(tb, kind, raw, clean, seg, lineno, events, now)
+            return
+        if kind is None and SGLANG_PREFIX_RE.match(seg) is not None:
+            if tb.done:
+                s.refine_left = 0
+            return   # another rank's line in the middle of the traceback
+        if tb.done and kind not in ("chain", "header"):
+            # the exception message may go on for a few lines; a blank line or a long tail ends it
+            if not seg.strip():
+                tb.gap = True
+                return
+            tb.after += 1
+            if tb.gap or tb.after > CANDIDATE_TRAILER_MAX:
+                s.refine_left = 0
+                return
+        else:
+            tb.gap = False
+        context_add(s.context, raw)
+        tb.read(raw, seg, lineno)
+        if tb.done and kind is None:
+            tb.specific = better(tb.specific, specific_class(clean))
+        before = self._fold_frames(tb)
+        self._stage_event(before, raw, lineno, events, now)
+        self._note_cause(tb, raw, lineno, events)
+
+    def _await_cause(self, tb, kind, raw, clean, seg, lineno, events, now):
+        """A sigquit or C++ terminate decided the crash: wait for the failing rank's traceback or what() line."""
+        phrase = phrase_of(clean, seg) if kind is None else None
+        if kind in ("header", "frame") or (phrase is not None and phrase[0].then == "traceback") \
+                or (kind == "exc" and seg.lstrip().startswith("what():")):
+            tb.started = True
+            context_add(self._s.context, raw)
+            if kind in ("frame", "exc"):
+                tb.read(raw, seg, lineno)
+                self._note_cause(tb, raw, lineno, events)
+            return
+        stage = stage_of(clean, self._s.line_stage)
+        if stage is not None and stage != "ready":
+            self._set_stage(stage, raw, lineno, events, now)
+
+    def _note_cause(self, tb, raw, lineno, events):
+        """Refine the signature and the root cause from what the crash traceback has shown so far."""
+        s = self._s
+        if tb.cause is not None:
+            s.root_cause = tb.cause
+        new_sig = self._signature_of(s.base_signature, tb)
+        if new_sig != s.signature:
+            s.signature = new_sig
+            events.append({"type": "signature", "signature": new_sig, "line": clip(raw), "lineno": lineno})
+
+
+
+class _StartupEvidence(_CrashWindow):
+    """One line while the start is undecided: stage lines, decisive phrases, pending exit evidence and
+    candidate tracebacks (and, once crashed, the crash window of _CrashWindow)."""
+
+    _s = None   # ClassifierState, set by LogClassifier
+    _crash_res = ()
+    _ignore_res = ()
+
+    def _line_body(self, raw, lineno, events, now):
+        s = self._s
+        clean = strip_ansi(raw)
+        if self._ignore_res and any(r.search(clean) for r in self._ignore_res):
+            return
+        if s.status == "ready":
+            if not s.post_ready_crash and POST_READY_RE.search(clean) and not any(m in clean for m in ARGS_MARKERS):
+                s.post_ready_crash = True
+            return
+        if any(marker in clean for marker in ARGS_MARKERS):
+            # The args dump holds user values and field names such as custom_sigquit_handler,
+            # crash_dump_folder, skip_server_warmup ...: never evidence. A new dump means a new run.
+            s.candidate = None
+            s.exit_pending = None
+            s.refine_left = 0
+            return
+        seg = last_segment(clean)
+        if s.status == "crashed":
+            self._refine(raw, clean, seg, lineno, events, now)
+        else:
+            self._starting_line(raw, clean, seg, lineno, events, now)
+
+    def _starting_line(self, raw, clean, seg, lineno, events, now):
+        s = self._s
+        tb = s.candidate
+        gated = _CRASH_GATE_RE.search(clean) is not None or seg.startswith("usage: ")
+        kind = None
+        if gated or tb is not None:
+            kind = structure_alone(seg) if tb is None else tb.structure(seg)
+        if tb is not None and kind in ("frame", "source", "caret", "chain"):
+            tb.read(raw, seg, lineno)
+            return
+        phrase = self._phrase(clean, seg) if (gated or self._crash_res or s.slow_left > 0) else None
+        stage = stage_of(clean, s.line_stage)
+        if phrase is not None:
+            self._on_phrase(phrase, tb, kind, stage, raw, clean, seg, lineno, events, now)
+            return
+        if stage == "ready":
+            self._set_stage("ready", raw, lineno, events, now)
+            s.status = "ready"
+            s.candidate = None
+            events.append({"type": "ready", "line": clip(raw), "lineno": lineno, "time": now})
+            return
+        if stage is not None:
+            self._set_stage(stage, raw, lineno, events, now)
+        prefixed = SGLANG_PREFIX_RE.match(seg) is not None
+        if s.exit_pending is not None and (stage is not None or prefixed):
+            s.exit_pending = None   # SGLang went on logging: that was not this server's exit
+        if gated and USAGE_RE.match(seg):
+            # argparse prints "usage: ..." and then the "prog: error: ..." line: read the next lines one by one
+            s.slow_left = 3
+        if tb is not None:
+            self._candidate_line(tb, kind, prefixed or stage is not None, raw, seg, lineno, events, now)
+        elif kind == "header":
+            self._start_candidate(raw, lineno)
+        elif kind == "frame":
+            s.candidate = TracebackReader.begin("headless", None, None, s.recent)
+            s.candidate.read(raw, seg, lineno)
+        elif kind == "exc" and specific_class(seg) is not None:
+            # a lone exception line (excerpt without frames) that names a specific accelerator failure
+            s.candidate = TracebackReader.begin("headless", None, None, s.recent)
+            s.candidate.read(raw, seg, lineno)
+            self._adopt_candidate(None, None, None, events, now)
+
+    def _phrase(self, clean, seg):
+        """(PhraseRule, signature) of a decisive line, built-in phrases first, then the user's crash_patterns."""
+        found = phrase_of(clean, seg)
+        if found is None and self._crash_res and any(r.search(clean) for r in self._crash_res):
+            found = (_USER_PHRASE, specific_class(clean) or "traceback")
+        return found
+
+    def _on_phrase(self, phrase, tb, kind, stage, raw, clean, seg, lineno, events, now):
+        """A decisive phrase: the crash, pending exit evidence, or the end of the candidate traceback."""
+        s = self._s
+        rule, signature = phrase
+        if stage is not None and stage != "ready":
+            self._set_stage(stage, raw, lineno, events, now)
+        if signature == "silent_exit":
+            s.leaked = True
+        if rule.evidence == "shell" and (tb is None or tb.line is None or tb.benign):
+            # the process tree is gone, unless SGLang logs on (another process's "Killed", a compile
+            # worker's resource tracker): decided at the end of input / process exit / a quiet log
+            if s.exit_pending is None:
+                context = [clip(x) for x in s.recent]
+                context_add(context, raw)
+                s.exit_pending = ExitEvidence(signature, raw, lineno, context)
+            return
+        s.exit_pending = None
+        if tb is not None and kind == "exc":
+            # e.g. "Exception: Capture cuda graph failed: CUDA out of memory ..." ends the traceback
+            tb.read(raw, seg, lineno)
+        if tb is not None and tb.line is not None and not tb.benign:
+            base = None if (rule.evidence or signature in GENERIC) else signature
+            if rule.evidence and kind == "exc":
+                # the launcher's own traceback reporting that a child died (exit code): the death is the cause
+                base = signature
+            self._adopt_candidate(base, raw, lineno, events, now, heads_tb=rule.then == "traceback")
+            return
+        if tb is not None:
+            if not tb.benign:
+                self._fold_frames(tb)
+            s.candidate = None
+        specific = specific_class(clean)
+        if signature in GENERIC and specific is not None:
+            signature = specific
+        self._crash(signature, raw, lineno, events, now, then=rule.then)
+        if s.crash_tb is not None and (kind == "exc" or seg.lstrip().startswith("what():")):
+            s.root_cause = clip(seg.strip())
+
+    def _candidate_line(self, tb, kind, sglang_logs_on, raw, seg, lineno, events, now):
+        """A line while a candidate traceback is open (frames and source lines were read already)."""
+        s = self._s
+        if kind == "header":
+            if tb.done and tb.after > 0:
+                self._start_candidate(raw, lineno)
+            else:
+                tb.read(raw, seg, lineno)
+            return
+        if kind == "exc":
+            tb.read(raw, seg, lineno)
+            if tb.specific is not None and not tb.benign:
+                self._adopt_candidate(None, None, None, events, now)
+            return
+        if sglang_logs_on:
+            s.candidate = None   # SGLang went on logging: that traceback was not fatal
+            return
+        if tb.done:
+            if _NOISE_RE.search(seg):
+                context_add(tb.context, raw)
+                return
+            tb.after += 1
+            if tb.after > CANDIDATE_TRAILER_MAX:
+                s.candidate = None
+                return
+        tb.read(raw, seg, lineno)
+        if tb.specific is not None and tb.done and not tb.benign:
+            self._adopt_candidate(None, None, None, events, now)
+
+    def _start_candidate(self, raw, lineno):
+        """A top-level ``Traceback (most recent call last):`` header starts a candidate."""
+        s = self._s
+        previous = strip_ansi(next((x for x in reversed(s.recent) if x.strip()), ""))
+        tb = s.candidate = TracebackReader.begin("top", raw, lineno, s.recent)
+        tb.context.append(clip(raw))
+        # printed by Python's unraisable-exception, logging-error or atexit hooks: never what stops a start
+        tb.benign = previous.startswith(_BENIGN_TB_INTROS)
+        # threading.excepthook prints "Exception in thread NAME:" first: a thread died, the server may go on
+        if previous.startswith("Exception in thread"):
+            tb.intro = "thread"
+        for line in reversed(s.recent):
+            if SGLANG_PREFIX_RE.match(strip_ansi(line)):
+                # SGLang's "Ignore import error when loading X: <message>" whose message holds a traceback
+                if "Ignore import error" in line:
+                    tb.intro = "ignore_import"
+                break
+
+
+class LogClassifier(_StartupEvidence, _LineReader):
+    """Incremental, line-by-line classifier of ONE SGLang run's startup log."""
+
+    def __init__(self, crash_patterns=(), ignore_patterns=(), state=None):
+        if state is not None:
+            self._s = ClassifierState.from_json(state)
+            if crash_patterns or ignore_patterns:
+                self._s.crash_patterns = [str(p) for p in crash_patterns or ()]
+                self._s.ignore_patterns = [str(p) for p in ignore_patterns or ()]
+        else:
+            self._s = ClassifierState(crash_patterns=[str(p) for p in crash_patterns or ()],
+                                      ignore_patterns=[str(p) for p in ignore_patterns or ()])
+        self._crash_res = [re.compile(p) for p in self._s.crash_patterns]
+        self._ignore_res = [re.compile(p) for p in self._s.ignore_patterns]
+        self._gates = {}
+
+    def to_state(self):
+        """JSON-serialisable dict (bounded size); ``LogClassifier(state=c.to_state())`` continues exactly."""
+        return self._s.to_json()
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def status(self):
+        """"starting", "ready" or "crashed"."""
+        return self._s.status
+
+    @property
+    def stage(self):
+        """The furthest stage reached (str)."""
+        return self._effective_stage()
+
+    @property
+    def settled(self):
+        """True when no line still to come is expected to refine the verdict: no traceback is open, or the
+        crash's traceback closed with its exception line (or its refinement window ended)."""
+        s = self._s
+        if s.status == "crashed":
+            tb = s.crash_tb
+            if s.refine_left <= 0 or tb is None:
+                return True
+            return tb.done if tb.started else not tb.awaits
+        return s.status == "ready" or s.candidate is None or s.candidate.done
 
     def flush(self, now=None):
         """End of input that will never be completed (process exited / static file).
@@ -471,13 +703,14 @@ class LogClassifier:
         if now is None:
             now = time.monotonic()
         self._start(now)
-        if self._pending:
-            line = self._pending
-            self._pending = ""
+        s = self._s
+        if s.pending:
+            line = s.pending
+            s.pending = ""
             self._line(line, events, now)
-        self._flushed = True
-        self._refine_left = 0
-        self._decide_at_rest(events, quiet=False)
+        s.flushed = True
+        s.refine_left = 0
+        self._decide_at_rest(events, now, quiet=False)
         return events
 
     def log_quiet(self, now=None):
@@ -492,51 +725,9 @@ class LogClassifier:
         if now is None:
             now = time.monotonic()
         self._start(now)
-        if self._status == "starting":
-            self._decide_at_rest([], quiet=True)
-        return self._status == "crashed"
-
-    @property
-    def settled(self):
-        """True when no line still to come is expected to refine the verdict: no traceback is open, or the
-        crash's traceback closed with its exception line (or its refinement window ended)."""
-        if self._status == "crashed":
-            tb = self._crash_tb
-            if self._refine_left <= 0 or tb is None:
-                return True
-            return bool(tb["started"] and tb["done"]) or (not tb["started"] and not tb.get("awaits"))
-        tb = self._candidate
-        return self._status == "ready" or tb is None or bool(tb["done"])
-
-    def _log_proves_exit(self, tb):
-        """A candidate traceback that, with the log quiet, proves the interpreter is exiting."""
-        if tb["benign"] or tb["line"] is None or tb["intro"] is not None:
-            return False
-        if not tb["done"]:
-            return self._effective_stage() == "start"
-        return tb["kind"] == "top"
-
-    def _decide_at_rest(self, events, quiet):
-        """End of input (``quiet`` False: nothing will follow) or a quiet log (``quiet`` True): pending exit
-        evidence and candidate tracebacks become the crash by the rules of flush()/log_quiet()."""
-        if self._status == "starting" and self._exit_pending is not None:
-            pending = self._exit_pending
-            self._exit_pending = None
-            if self._candidate is not None:
-                self._fold_frames(self._candidate)
-                self._candidate = None
-            self._crash(pending["signature"], pending["line"], pending["lineno"], events, heads_tb=False)
-            self._context = pending["context"]
-        elif self._status == "starting" and self._candidate is not None:
-            tb = self._candidate
-            if quiet:
-                if self._log_proves_exit(tb):
-                    self._adopt_candidate(None, None, None, events, heads_tb=False)
-            elif tb["benign"] or tb["line"] is None:
-                # benign hook output, or bare frames (a stack print) with no exception line: proves nothing
-                self._candidate = None
-            else:
-                self._adopt_candidate(None, None, None, events, heads_tb=False)
+        if self._s.status == "starting":
+            self._decide_at_rest([], now, quiet=True)
+        return self._s.status == "crashed"
 
     def process_exited(self, exit_code=None, now=None):
         """The server process (or unit) exited during start-up: decide the crash from the evidence.
@@ -547,504 +738,68 @@ class LogClassifier:
         if now is None:
             now = time.monotonic()
         events = self.flush(now)
-        self._exited = True
+        s = self._s
+        s.exited = True
         if exit_code is not None:
-            self._exit_code = exit_code
-        if self._status == "starting":
-            self._crash("silent_exit" if self._leaked else "process_exited", None, None, events, heads_tb=False)
+            s.exit_code = exit_code
+        if s.status == "starting":
+            self._crash("silent_exit" if s.leaked else "process_exited", None, None, events, now)
         return events
 
     def result(self):
         """The verdict so far (see the module docstring and docs/log-classification.md)."""
+        s = self._s
         return {
-            "status": self._status,
+            "status": s.status,
             "stage": self._effective_stage(),
-            "stages": _copy_json(self._stages),
-            "signature": self._signature,
-            "error_line": self._error_line,
-            "error_lineno": self._error_lineno,
-            "error_context": list(self._context),
-            "lines_seen": self._lineno,
-            "last_line": self._last_line,
-            "exit_code": self._exit_code,
-            "post_ready_crash": self._post_ready_crash,
-            "root_cause": self._root_cause,
+            "stages": [dict(entry) for entry in s.stages],
+            "signature": s.signature,
+            "error_line": s.error_line,
+            "error_lineno": s.error_lineno,
+            "error_context": list(s.context),
+            "root_cause": s.root_cause,
+            "lines_seen": s.lineno,
+            "last_line": s.last_line,
+            "exit_code": s.exit_code,
+            "post_ready_crash": s.post_ready_crash,
         }
 
-    # ------------------------------------------------------------------ reading lines
-    def _start(self, now):
-        if not self._stages:
-            self._stages.append({"stage": "start", "time": now, "line": None, "lineno": None})
+    # ------------------------------------------------------------------ decisions at rest
+    def _log_proves_exit(self, tb):
+        """A candidate traceback that, with the log quiet, proves the interpreter is exiting."""
+        if tb.benign or tb.line is None or tb.intro is not None:
+            return False
+        if not tb.done:
+            return self._effective_stage() == "start"
+        return tb.kind == "top"
 
-    def _block(self, block, events, now):
-        """Process complete lines; lines the prefilter rejects are only counted."""
-        pos = 0
-        end = len(block)
-        while pos < end:
-            if self._status != "starting" and self._refine_left <= 0:
-                if self._status == "ready" and not self._post_ready_crash:
-                    match = _POST_READY_RE.search(block, pos)
-                    if match is not None:
-                        line_start = block.rfind("\n", 0, match.start()) + 1
-                        if line_start > pos:
-                            self._skip(block, pos, line_start)
-                            pos = line_start
-                        line_end = block.find("\n", pos)
-                        self._line(_cap_line(block[pos:line_end]), events, now)
-                        pos = line_end + 1
-                        continue
-                self._skip(block, pos, end)
-                return
-            if self._candidate is None and self._exit_pending is None and self._refine_left <= 0 and self._slow_left <= 0 \
-                    and not block.startswith("usage: ", pos):
-                gate = self._gates.get(self._line_stage)
-                if gate is None:
-                    gate = self._gates[self._line_stage] = _gate_re(self._line_stage, self._extra)
-                match = gate.search(block, pos)
-                if match is None:
-                    self._skip(block, pos, end)
-                    return
-                if block[match.start()] == "\n":
-                    line_start = match.start() + 1
-                else:
-                    line_start = block.rfind("\n", 0, match.start()) + 1
-                if line_start > pos:
-                    self._skip(block, pos, line_start)
-                    pos = line_start
-            line_end = block.find("\n", pos)
-            self._line(_cap_line(block[pos:line_end]), events, now)
-            pos = line_end + 1
-
-    def _skip(self, block, start, end):
-        """Count the lines in block[start:end] (ends with a newline) and remember the last ones."""
-        self._lineno += block.count("\n", start, end)
-        tail = []
-        stop = end - 1
-        last_text = None
-        while stop >= start and (len(tail) < _RECENT_MAX or last_text is None):
-            begin = block.rfind("\n", start, stop) + 1
-            if begin < start:
-                begin = start
-            line = block[begin:stop]
-            if len(tail) < _RECENT_MAX:
-                tail.append(line)
-            if last_text is None and line.strip():
-                last_text = line
-            stop = begin - 1
-        tail.reverse()
-        self._recent = (self._recent + [_clip(_cap_line(x)) for x in tail])[-_RECENT_MAX:]
-        if last_text is not None:
-            self._last_line = _clip(_cap_line(last_text))
-
-    def _line(self, raw, events, now):
-        self._lineno += 1
-        if self._slow_left > 0:
-            self._slow_left -= 1
-        self._line_body(raw, self._lineno, events, now)
-        self._recent.append(_clip(raw))
-        if len(self._recent) > _RECENT_MAX:
-            del self._recent[0]
-        if raw.strip():
-            self._last_line = _clip(raw)
-
-    def _line_body(self, raw, lineno, events, now):
-        clean = _strip_ansi(raw)
-        if self._ignore_res and any(r.search(clean) for r in self._ignore_res):
+    def _decide_at_rest(self, events, now, quiet):
+        """End of input (``quiet`` False: nothing will follow) or a quiet log (``quiet`` True): pending exit
+        evidence and candidate tracebacks become the crash by the rules of flush()/log_quiet()."""
+        s = self._s
+        if s.status != "starting":
             return
-        if self._status == "ready":
-            if not self._post_ready_crash and _POST_READY_RE.search(clean) and not _ARGS_RE.search(clean):
-                self._post_ready_crash = True
-            return
-        if "server_args=" in clean or "ServerArgs(" in clean or "port_args=PortArgs(" in clean:
-            # The args dump holds user values and field names such as custom_sigquit_handler,
-            # crash_dump_folder, skip_server_warmup ...: never evidence. A new dump means a new run.
-            self._candidate = None
-            self._exit_pending = None
-            self._refine_left = 0
-            return
-        seg = _last_segment(clean)
-        if self._status == "crashed":
-            self._refine(raw, clean, seg, lineno, events, now)
-            return
-
-        tb = self._candidate
-        gated = _CRASH_GATE_RE.search(clean) is not None or seg.startswith("usage: ")
-        kind = self._structure(tb, seg) if (gated or tb is not None) else None
-        if tb is not None and kind in ("frame", "source", "caret", "chain"):
-            self._tb_line(tb, raw, seg, lineno)
-            return
-        phrase = self._crash_phrase(clean, seg) if (gated or self._crash_res or self._slow_left > 0) else None
-        stage = self._stage_of(clean)
-        if phrase is not None:
-            signature, heads_tb, evidence = phrase
-            exit_evidence = bool(evidence)
-            if stage is not None and stage != "ready":
-                self._set_stage(stage, raw, lineno, events, now)
-            if signature == "silent_exit":
-                self._leaked = True
-            if evidence == "shell" and (tb is None or tb["line"] is None or tb["benign"]):
-                # the process tree is gone, unless SGLang logs on (another process's "Killed", a compile
-                # worker's resource tracker): decided at the end of input / process exit
-                if self._exit_pending is None:
-                    context = [_clip(x) for x in self._recent]
-                    _context_add(context, raw)
-                    self._exit_pending = {"signature": signature, "line": raw, "lineno": lineno, "context": context}
-                return
-            self._exit_pending = None
-            if tb is not None and kind == "exc":
-                # e.g. "Exception: Capture cuda graph failed: CUDA out of memory ..." ends the traceback
-                self._tb_line(tb, raw, seg, lineno)
-            if tb is not None and tb["line"] is not None and not tb["benign"]:
-                base = None if (exit_evidence or signature in _GENERIC) else signature
-                if exit_evidence and kind == "exc":
-                    # the launcher's own traceback reporting that a child died (exit code): the death is the cause
-                    base = signature
-                self._adopt_candidate(base, raw, lineno, events, heads_tb=heads_tb)
-                return
-            if tb is not None:
-                if not tb["benign"]:
-                    self._fold_frames(tb)
-                self._candidate = None
-            specific = _specific_class(clean)
-            if signature in _GENERIC and specific is not None:
-                signature = specific
-            self._crash(signature, raw, lineno, events, heads_tb=heads_tb)
-            return
-        if stage == "ready":
-            self._set_stage("ready", raw, lineno, events, now)
-            self._status = "ready"
-            self._candidate = None
-            events.append({"type": "ready", "line": _clip(raw), "lineno": lineno, "time": now})
-            return
-        if stage is not None:
-            self._set_stage(stage, raw, lineno, events, now)
-        if self._exit_pending is not None and (stage is not None or _SGLANG_PREFIX_RE.match(seg) is not None):
-            self._exit_pending = None   # SGLang went on logging: that was not this server's exit
-        if gated and _USAGE_RE.match(seg):
-            # argparse prints "usage: ..." and then the "prog: error: ..." line: read the next lines one by one
-            self._slow_left = 3
-        prefixed = _SGLANG_PREFIX_RE.match(seg) is not None
-
-        if tb is not None:
-            if kind == "header":
-                if tb["done"] and tb["after"] > 0:
-                    self._start_candidate(raw, lineno)
-                else:
-                    self._tb_line(tb, raw, seg, lineno)
-                return
-            if kind == "exc":
-                self._tb_line(tb, raw, seg, lineno)
-                if tb["specific"] is not None and not tb["benign"]:
-                    self._adopt_candidate(None, None, None, events, heads_tb=False)
-                return
-            if prefixed or stage is not None:
-                self._candidate = None   # SGLang went on logging: that traceback was not fatal
-                return
-            if tb["done"]:
-                if _NOISE_RE.search(seg):
-                    _context_add(tb["context"], raw)
-                    return
-                tb["after"] += 1
-                if tb["after"] > _CANDIDATE_TRAILER_MAX:
-                    self._candidate = None
-                    return
-            self._tb_line(tb, raw, seg, lineno)
-            if tb["specific"] is not None and tb["done"] and not tb["benign"]:
-                self._adopt_candidate(None, None, None, events, heads_tb=False)
-            return
-
-        if kind == "header":
-            self._start_candidate(raw, lineno)
-        elif kind == "frame":
-            self._candidate = _new_tb("headless", None, None, self._recent)
-            self._tb_line(self._candidate, raw, seg, lineno)
-        elif kind == "exc" and _specific_class(seg) is not None:
-            # a lone exception line (excerpt without frames) that names a specific accelerator failure
-            self._candidate = _new_tb("headless", None, None, self._recent)
-            self._tb_line(self._candidate, raw, seg, lineno)
-            self._adopt_candidate(None, None, None, events, heads_tb=False)
-
-    def _start_candidate(self, raw, lineno):
-        """A top-level ``Traceback (most recent call last):`` header starts a candidate."""
-        previous = next((x for x in reversed(self._recent) if x.strip()), "")
-        self._candidate = _new_tb("top", raw, lineno, self._recent)
-        self._candidate["context"].append(_clip(raw))
-        # printed by Python's unraisable-exception, logging-error or atexit hooks: never what stops a start
-        self._candidate["benign"] = _strip_ansi(previous).startswith(_BENIGN_TB_INTROS)
-        # Python's threading.excepthook prints "Exception in thread NAME:" first: a thread died, not the server
-        if _strip_ansi(previous).startswith("Exception in thread"):
-            self._candidate["intro"] = "thread"
-        for line in reversed(self._recent):
-            if _SGLANG_PREFIX_RE.match(_strip_ansi(line)):
-                # SGLang's "Ignore import error when loading X: <message>" whose message holds a traceback
-                if "Ignore import error" in line:
-                    self._candidate["intro"] = "ignore_import"
-                break
-
-    def _crash_phrase(self, clean, seg):
-        """(signature, heads_traceback, evidence) of a decisive line, else None."""
-        for regex, signature, heads_tb, exit_evidence in _CRASH_PHRASES:
-            match = regex.search(seg)
-            if match is None and seg is not clean:
-                match = regex.search(clean)
-            if match is not None:
-                if signature == "process_exited" and match.groups() and match.group(1) is not None:
-                    if match.group(1).lstrip("-").isdigit() and int(match.group(1)) in (-9, 137):
-                        signature = "silent_exit"
-                return signature, heads_tb, exit_evidence
-        if self._crash_res and any(r.search(clean) for r in self._crash_res):
-            return _specific_class(clean) or "traceback", False, ""
-        return None
-
-    def _stage_of(self, clean):
-        """The highest stage not reached yet that this line shows, else None."""
-        for stage, regex in _STAGE_PATTERNS:
-            if _STAGE_INDEX[stage] <= _STAGE_INDEX[self._line_stage]:
-                return None
-            if regex.search(clean):
-                return stage
-        return None
-
-    @staticmethod
-    def _structure(tb, seg):
-        """Traceback role of a line: frame, source, caret, chain, header, exc or None."""
-        if _FRAME_RE.match(seg):
-            return "frame"
-        if tb is not None:
-            if tb["prev_frame"] and not _EXC_RE.match(seg):
-                return "source"
-            if _CARET_RE.match(seg):
-                return "caret"
-            if _CHAIN_RE.match(seg):
-                return "chain"
-        if _HEADER_RE.search(seg):
-            stripped = seg.lstrip()
-            if stripped.startswith("Traceback") or _GLUED_HEADER_RE.search(seg):
-                return "header"
-            return None
-        if _EXC_RE.match(seg):
-            return "exc"
-        return None
-
-    def _tb_line(self, tb, raw, seg, lineno):
-        """Record one line that belongs to traceback ``tb``."""
-        if tb["context"] is not None:   # None once the crash window writes the classifier's own error_context
-            _context_add(tb["context"], raw)
-        frame = _FRAME_RE.match(seg)
-        if frame:
-            tb["prev_frame"] = True
-            path, func = frame.group(1), frame.group(2) or ""
-            tb["last_func"] = func
-            tb["last_path"] = path
-            tb["import_chain"] = False
-            if _ARG_FRAME_RE.search(path):
-                tb["arg_frames"] = True
-            stage = _frame_stage(path, func)
-            if stage is not None:
-                tb["frame_stage"] = _max_stage(tb["frame_stage"], stage)
-            return
-        was_frame = tb["prev_frame"]
-        tb["prev_frame"] = False
-        if was_frame and not _EXC_RE.match(seg):
-            tb["import_chain"] = tb["last_func"] == "<module>" and _SOURCE_IMPORT_RE.match(seg) is not None
-            # the call a frame was making also shows how far start-up got (excerpts cut mid-traceback)
-            for called in _CALL_RE.findall(seg):
-                stage = _frame_stage(tb["last_path"], called, calls_only=True)
-                if stage is not None:
-                    tb["frame_stage"] = _max_stage(tb["frame_stage"], stage)
-            return
-        if _CARET_RE.match(seg):
-            return
-        if _CHAIN_RE.match(seg) or (_HEADER_RE.search(seg) and seg.lstrip().startswith("Traceback")):
-            tb["done"] = False
-            tb["after"] = 0
-            return
-        if _EXC_RE.match(seg):
-            if tb["line"] is None:
-                tb["line"] = raw
-                tb["lineno"] = lineno
-            tb["done"] = True
-            tb["after"] = 0
-            if len(tb["exc"]) < 5:
-                tb["exc"].append(_clip(seg))
-            cause_class = _specific_class(seg)
-            if tb["cause"] is None or (cause_class is not None and _better(tb["cause_class"], cause_class) != tb["cause_class"]):
-                tb["cause"] = _clip(seg.strip())
-                tb["cause_class"] = cause_class
-            if _IMPORT_EXC_RE.search(seg):
-                tb["import_exc"] = True
-            if _ARG_EXC_RE.search(seg):
-                tb["arg_exc"] = True
-        tb["specific"] = _better(tb["specific"], _specific_class(seg))
-
-    # ------------------------------------------------------------------ decisions
-    def _effective_stage(self):
-        """Furthest stage: progress lines of any rank, or the frames of the crash traceback if further
-        (an excerpt may start inside the traceback, or the failing rank got further than its last line)."""
-        if self._status == "ready":
-            return "ready"
-        return _max_stage(self._line_stage, self._frame_stage_max)
-
-    def _set_stage(self, stage, line, lineno, events, now):
-        if _STAGE_INDEX[stage] <= _STAGE_INDEX[self._line_stage]:
-            return
-        before = self._effective_stage()
-        self._line_stage = stage
-        self._stage_event(before, line, lineno, events, now)
-
-    def _fold_frames(self, tb):
-        """Stage from the frames of a crash traceback."""
-        if tb is not None and tb["frame_stage"]:
-            before = self._effective_stage()
-            self._frame_stage_max = _max_stage(self._frame_stage_max, tb["frame_stage"])
-            return before
-        return None
-
-    def _stage_event(self, before, line, lineno, events, now):
-        after = self._effective_stage()
-        if before is None or after == before:
-            return
-        if any(s["stage"] == after for s in self._stages):
-            return
-        entry = {"stage": after, "time": now, "line": None if line is None else _clip(line), "lineno": lineno}
-        self._stages.append(entry)
-        events.append({"type": "stage", "stage": after, "line": entry["line"], "lineno": lineno, "time": now})
-
-    def _adopt_candidate(self, base, raw, lineno, events, heads_tb):
-        """The candidate traceback is part of the crash: its proving line is the error line."""
-        tb = self._candidate
-        self._candidate = None
-        now = self._stages[-1]["time"] if self._stages else 0.0
-        before = self._fold_frames(tb)
-        self._stage_event(before, tb["line"], tb["lineno"], events, now)
-        self._status = "crashed"
-        self._error_line = tb["line"]
-        self._error_lineno = tb["lineno"]
-        self._context = list(tb["context"])
-        tb["context"] = None
-        if raw is not None:
-            self._add_context(raw)
-        self._signature = self._decide(base or "traceback", tb)
-        self._base_signature = self._signature
-        self._root_cause = tb["cause"]
-        events.append({"type": "crash", "signature": self._signature, "line": _clip(tb["line"]), "lineno": tb["lineno"]})
-        if self._flushed:
-            self._refine_left = 0
-        elif raw is not None and heads_tb:
-            self._crash_tb = _new_tb("crash", raw, lineno, ())
-            self._crash_tb["context"] = None
-            self._refine_left = _REFINE_MAX_LINES
-        else:
-            self._crash_tb = tb
-            tb["started"] = True
-            self._refine_left = _REFINE_MAX_LINES
-
-    def _decide(self, base, tb):
-        """Signature from the base class and the root cause that traceback ``tb`` shows."""
-        if tb is None:
-            return base
-        if base in _SPECIFIC_ORDER and tb["specific"] is not None:
-            # e.g. "Unexpected error from cudaGetDeviceCount()" continued by "Error 804: forward compatibility ..."
-            return _better(base, tb["specific"])
-        if base not in _GENERIC:
-            return base
-        if tb["specific"] is not None:
-            return tb["specific"]
-        if self._effective_stage() != "start":
-            return base
-        if tb["import_exc"] or (not tb["exc"] and tb["import_chain"]):
-            return "import_error"
-        if tb["arg_frames"] or (tb["kind"] == "top" and tb["arg_exc"]):
-            return "arg_error"
-        return base
-
-    def _add_context(self, line):
-        _context_add(self._context, line)
-
-    def _crash(self, signature, raw, lineno, events, heads_tb):
-        self._status = "crashed"
-        self._base_signature = signature
-        self._signature = signature
-        self._error_line = raw
-        self._error_lineno = lineno
-        self._context = list(self._recent)
-        if raw is not None:
-            self._add_context(raw)
-        events.append({"type": "crash", "signature": signature, "line": None if raw is None else _clip(raw),
-                       "lineno": lineno})
-        if raw is not None and not self._flushed:
-            self._crash_tb = _new_tb("crash", raw, lineno, ())
-            self._crash_tb["context"] = None
-            self._crash_tb["started"] = heads_tb
-            # a sigquit is logged before the failing rank's traceback, "terminate called ..." before its what()
-            self._crash_tb["awaits"] = signature == "sigquit_child" or "terminate called" in raw
-            self._refine_left = _REFINE_MAX_LINES
-        else:
-            self._refine_left = 0
-
-    def _refine(self, raw, clean, seg, lineno, events, now):
-        """After the crash: read the traceback that belongs to it for the root cause (bounded window)."""
-        if self._refine_left <= 0 or self._crash_tb is None:
-            self._refine_left = 0
-            return
-        self._refine_left -= 1
-        tb = self._crash_tb
-        kind = self._structure(tb, seg)
-        prefixed = _SGLANG_PREFIX_RE.match(seg) is not None
-        if not tb["started"]:
-            # e.g. "Received sigquit" was logged first: wait for the failing rank's traceback
-            phrase = self._crash_phrase(clean, seg) if kind is None else None
-            if kind in ("header", "frame") or (phrase is not None and phrase[1]) \
-                    or (kind == "exc" and seg.lstrip().startswith("what():")):
-                tb["started"] = True
-                self._add_context(raw)
-                if kind in ("frame", "exc"):
-                    self._tb_line(tb, raw, seg, lineno)
-                    self._note_cause(tb, raw, lineno, events)
-                return
-            stage = self._stage_of(clean)
-            if stage is not None and stage != "ready":
-                self._set_stage(stage, raw, lineno, events, now)
-            return
-        if kind is None and prefixed:
-            if tb["done"]:
-                self._refine_left = 0
-            return   # another rank's line in the middle of the traceback
-        if tb["done"] and kind not in ("chain", "header"):
-            # the exception message may go on for a few lines; a blank line or a long tail ends it
-            if not seg.strip():
-                tb["gap"] = True
-                return
-            tb["after"] += 1
-            if tb.get("gap") or tb["after"] > _CANDIDATE_TRAILER_MAX:
-                self._refine_left = 0
-                return
-        else:
-            tb["gap"] = False
-        self._add_context(raw)
-        self._tb_line(tb, raw, seg, lineno)
-        if tb["done"] and kind is None:
-            tb["specific"] = _better(tb["specific"], _specific_class(clean))
-        before = self._fold_frames(tb)
-        self._stage_event(before, raw, lineno, events, now)
-        self._note_cause(tb, raw, lineno, events)
-
-    def _note_cause(self, tb, raw, lineno, events):
-        """Refine the signature and the root cause from what the crash traceback has shown so far."""
-        if tb["cause"] is not None:
-            self._root_cause = tb["cause"]
-        new_sig = self._decide(self._base_signature, tb)
-        if new_sig != self._signature:
-            self._signature = new_sig
-            events.append({"type": "signature", "signature": new_sig, "line": _clip(raw), "lineno": lineno})
+        if s.exit_pending is not None:
+            pending = s.exit_pending
+            s.exit_pending = None
+            if s.candidate is not None:
+                self._fold_frames(s.candidate)
+                s.candidate = None
+            self._crash(pending.signature, pending.line, pending.lineno, events, now)
+            s.context = pending.context
+        elif s.candidate is not None:
+            tb = s.candidate
+            if quiet:
+                if self._log_proves_exit(tb):
+                    self._adopt_candidate(None, None, None, events, now)
+            elif tb.benign or tb.line is None:
+                # benign hook output, or bare frames (a stack print) with no exception line: proves nothing
+                s.candidate = None
+            else:
+                self._adopt_candidate(None, None, None, events, now)
 
 
-def _copy_json(value):
-    if isinstance(value, dict):
-        return dict((k, _copy_json(v)) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return [_copy_json(v) for v in value]
-    return value
+_USER_PHRASE = PhraseRule(None, "traceback", "", "", (), 0)
 
 
 class LogFollower:
@@ -1154,9 +909,10 @@ class LogFollower:
 
 
 def is_exception_line(line):
-    """True for the exception line that ends a Python traceback ("torch.OutOfMemoryError: CUDA out of memory ...",
-    "ModuleNotFoundError: No module named 'numpy'"), also behind SGLang's "[time TPn] " prefix."""
-    return bool(_EXC_RE.match(_SGLANG_PREFIX_RE.sub("", line, count=1)))
+    """True for the line that ends a Python traceback ("torch.OutOfMemoryError: CUDA out of memory ...",
+    "ModuleNotFoundError: No module named 'numpy'") or a C++ exception's "what():" line, also behind SGLang's
+    "[time TPn] " prefix."""
+    return bool(EXC_RE.match(SGLANG_PREFIX_RE.sub("", line, count=1)))
 
 
 def classify_text(text, crash_patterns=(), ignore_patterns=(), exited=None):
