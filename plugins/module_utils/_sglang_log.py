@@ -89,7 +89,7 @@ _NOISE_RE = re.compile(
 _BENIGN_TB_INTROS = ("Exception ignored in", "--- Logging error ---", "Error in atexit")
 # Gates of everything that can decide while no traceback is open (phrases and traceback structure).
 _CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in sorted(set(
-    [g for rule in PHRASE_RULES for g in rule.gates] + [g for g in STRUCTURE_GATES if not g.startswith("\n")]))))
+    [g for rule in PHRASE_RULES for g in rule.gates] + list(STRUCTURE_GATES)))))
 _GATE_CACHE = {}
 
 
@@ -482,7 +482,6 @@ class _CrashWindow:
         if new_sig != s.signature:
             s.signature = new_sig
             events.append({"type": "signature", "signature": new_sig, "line": clip(raw), "lineno": lineno})
-
 
 
 class _StartupEvidence(_CrashWindow):

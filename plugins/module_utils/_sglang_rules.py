@@ -7,7 +7,8 @@
 Private module_utils of llmops.sglang (runs on target hosts: Python 3.9+, standard library only).
 
 Every rule that reads a line carries its own prefilter *gates*: literal substrings that any line the
-rule can match contains. The classifier skips, without reading them, lines that hold no gate of a rule
+rule can match contains (chosen to start with characters that are rare in logs, which is what keeps
+the combined search fast). The classifier skips, without reading them, lines that hold no gate of a rule
 that could still decide something, so a phrase and its gate are written next to each other and a unit
 test checks every rule's pattern against its gates. docs/log-classification.md explains the rules.
 """
@@ -82,32 +83,37 @@ PHRASE_RULES = (
     _phrase(r"scheduler is dead\b", "process_exited", ["uler is dead"], evidence="exit"),
     _phrase(r"DataParallelController \d+ terminated with (-?\d+)", "process_exited", ["ParallelController"],
             evidence="exit", exit_group=1),
+    # raised as an exception ("Exception: Capture cuda graph failed: ..."), so its gates are the exception's
     _phrase(r"[Cc]apture (?:cuda |CUDA |npu |NPU |piecewise |piecewise CUDA )?[Gg]raph failed", "traceback",
-            ["raph failed"]),
-    _phrase(r"Not enough memory\. Please try to increase --mem-fraction-static", "cuda_oom", ["Not enough memory"]),
-    _phrase(r"No supported CUDA architectures found for major versions", "unsupported_arch",
-            ["No supported CUDA arch"]),
-    _phrase(r"FlashInfer allreduce fusion requires SM90", "unsupported_arch", ["allreduce fusion requires"]),
+            ["xception", "Error"]),
+    # these three are raised as exceptions (RuntimeError/ValueError): their gates are the exception's
+    _phrase(r"Not enough memory\. Please try to increase --mem-fraction-static", "cuda_oom", ["Error", "xception"]),
+    _phrase(r"No supported CUDA architectures found for major versions", "unsupported_arch", ["Error", "xception"]),
+    _phrase(r"FlashInfer allreduce fusion requires SM90", "unsupported_arch", ["Error", "xception"]),
     _phrase(r"Watchdog caught collective operation timeout", "nccl_error", ["Watchdog caught"]),
     # uvicorn cannot bind the HTTP port (e.g. [Errno 98] address already in use): the server shuts down
-    _phrase(r"ERROR:\s+\[Errno \d+\] error while attempting to bind on address", "traceback", ["while attempting to bind"]),
+    _phrase(r"ERROR:\s+\[Errno \d+\] error while attempting to bind on address", "traceback", ["Errno"]),
     _phrase(r"^\[" + _TS + r"[^\]]*\] Traceback \(most recent call last\)", "traceback", ["Traceback"], then="traceback"),
     _phrase(r"Exception in (?:ModelTpServer|ModelRpcServer|ControllerSingle|ControllerMulti|run_tp_server"
             r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b", "traceback", ["xception"], then="traceback"),
     _phrase(r"^Fatal Python error: ", "traceback", ["Fatal Python error"]),
-    _phrase(r"terminate called after throwing an instance of", "traceback", ["terminate called"], then="cause"),
+    _phrase(r"terminate called after throwing an instance of", "traceback", ["wing an instance"], then="cause"),
+    # argparse: "usage: ..." then "prog: error: ...". No gate of its own (its words are everywhere): the lines
+    # after a "usage: " line are read in full (see USAGE_GATE).
     _phrase(r": error: (?:argument |unrecognized arguments|the following arguments are required|ambiguous option)",
-            "arg_error", [": error: "], evidence="exit"),
+            "arg_error", [], evidence="exit"),
     _phrase(r"resource_tracker: There appear to be \d+ leaked", "silent_exit", ["There appear to be"], evidence="shell"),
     _phrase(r"^(?:Killed|\u5df2\u6740\u6b7b)\s*$", "silent_exit", ["Killed", "\u5df2\u6740\u6b7b"],   # zh_CN "Killed"
             evidence="shell"),
     _phrase(r"^(?:Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception)(?: \(core dumped\))?\s*$",
-            "process_exited", ["Segmentation fault", "Abort", "Bus error", "Illegal instruction", "Floating point"],
+            "process_exited", ["Segmentation fault", "Abort", "Bus error", "Illegal instruction", "xception"],
             evidence="shell"),
 )
 
 # Gates of the traceback structure and of exception lines (read by the traceback reader, see STRUCTURE_RES).
-STRUCTURE_GATES = ("Error", "xception", "Abort", "Traceback", "File \"", "\nusage: ")
+STRUCTURE_GATES = ("Error", "xception", "Abort", "Traceback", "File \"")
+# argparse's usage line opens a short window in which every line is read (the ": error: " phrase has no gate).
+USAGE_GATE = "\nusage: "
 
 # Root-cause classes read from exception and message lines, most specific first. cuda_error means "CUDA
 # is not usable at all" (no device, driver/runtime not initialised); runtime/operator failures of any
@@ -247,12 +253,21 @@ def frame_stage(path, func, calls_only=False):
     return None
 
 
+def _has_gate(text, gates):
+    if not gates:
+        return True   # read only in a window where every line is read (argparse after "usage: ")
+    for gate in gates:
+        if gate in text:
+            return True
+    return False
+
+
 def stage_of(clean, reached):
     """The highest stage after ``reached`` that this line shows, else None."""
     for rule in STAGE_RULES:
         if STAGE_INDEX[rule.stage] <= STAGE_INDEX[reached]:
             return None
-        if rule.pattern.search(clean):
+        if _has_gate(clean, rule.gates) and rule.pattern.search(clean):
             return rule.stage
     return None
 
@@ -261,6 +276,8 @@ def phrase_of(clean, seg):
     """(PhraseRule, signature) of the first decisive phrase in a line, else None. A phrase is read on the
     last carriage-return segment first, then on the whole line (a marker glued after a progress bar)."""
     for rule in PHRASE_RULES:
+        if not _has_gate(clean, rule.gates):
+            continue   # the gate is part of the rule: a line without it cannot match
         match = rule.pattern.search(seg)
         if match is None and seg is not clean:
             match = rule.pattern.search(clean)
@@ -280,6 +297,7 @@ def gates_after(stage):
     for rule in PHRASE_RULES:
         gates.extend(rule.gates)
     gates.extend(STRUCTURE_GATES)
+    gates.append(USAGE_GATE)
     for rule in STAGE_RULES:
         if STAGE_INDEX[rule.stage] > STAGE_INDEX[stage]:
             gates.extend(rule.gates)

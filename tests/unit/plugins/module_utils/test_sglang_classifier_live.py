@@ -104,7 +104,7 @@ def test_cpp_what_line_is_the_root_cause():
             "  what():  CUDA error: out of memory\n"
             "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:43\n")
     classifier = LogClassifier()
-    classifier.feed(text.split("  what()")[0], now=0.0)
+    classifier.feed(text.split("  what()", maxsplit=1)[0], now=0.0)
     assert classifier.status == "crashed" and classifier.result()["signature"] == "traceback"
     assert classifier.settled is False
     classifier = run(text)
@@ -180,3 +180,187 @@ def test_quiet_then_more_lines_keep_refining():
     assert (res["signature"], res["error_lineno"], res["root_cause"]) == (
         "import_error", 1, "ModuleNotFoundError: No module named 'sgl_kernel'")
     assert classifier.settled
+
+
+# --------------------------------------------------------------------------------------- fault 3: import chain
+def import_chain(exception):
+    return ("Traceback (most recent call last):\n"
+            '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+            '  File "<frozen runpy>", line 88, in _run_code\n'
+            '  File "/srv/py/lib/python3.12/site-packages/sglang/launch_server.py", line 7, in <module>\n'
+            "    from sglang.srt.entrypoints.http_server import launch_server\n"
+            '  File "/srv/py/lib/python3.12/site-packages/sglang/srt/entrypoints/http_server.py", line 51, in <module>\n'
+            "    from sglang.srt.managers.io_struct import EmbeddingReqInput\n"
+            '  File "<frozen importlib._bootstrap>", line 1360, in _find_and_load\n'
+            '  File "/srv/py/lib/python3.12/site-packages/sglang/srt/managers/io_struct.py", line 33, in <module>\n'
+            "    class EmbeddingReqInput(BaseReq):\n"
+            + exception + "\n")
+
+
+@pytest.mark.parametrize("exception", [
+    "TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'",
+    "AttributeError: module 'torch.library' has no attribute 'custom_op'",
+    "ImportError: cannot import name 'is_flashinfer_available' from 'sglang.srt.utils'",
+    "ValueError: too many values to unpack (expected 2)",
+])
+def test_exception_while_launch_server_imports_its_modules_is_import_error(exception):
+    for quiet in (False, True):
+        classifier = run(import_chain(exception), quiet=quiet)
+        if not quiet:
+            classifier.flush(now=0.0)
+        res = classifier.result()
+        assert (res["status"], res["stage"], res["signature"], res["error_lineno"]) == ("crashed", "start", "import_error", 1)
+        assert res["root_cause"] == exception
+
+
+def test_same_exception_from_a_called_function_is_not_an_import_chain():
+    text = ("Traceback (most recent call last):\n"
+            '  File "<frozen runpy>", line 88, in _run_code\n'
+            '  File "/srv/py/lib/python3.12/site-packages/sglang/launch_server.py", line 14, in <module>\n'
+            "    launch_server(server_args)\n"
+            '  File "/srv/py/lib/python3.12/site-packages/sglang/srt/entrypoints/http_server.py", line 900, in launch_server\n'
+            "    tokenizer_manager = _launch_subprocesses(server_args)\n"
+            "TypeError: unsupported operand type(s) for |: 'type' and 'NoneType'\n")
+    res = run(text, quiet=True).result()
+    assert (res["status"], res["signature"]) == ("crashed", "arg_error")   # a launcher TypeError before any stage
+
+
+# --------------------------------------------------------------------------------------- fault 4: warmup
+UP = ("[2031-02-03 04:07:00] INFO:     Started server process [4242]\n"
+      "[2031-02-03 04:07:00] INFO:     Uvicorn running on http://127.0.0.1:31000 (Press CTRL+C to quit)\n")
+
+
+def test_crash_after_the_http_server_is_up_is_in_warmup():
+    text = (UP + "[2031-02-03 04:07:02 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+            '  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 2301, in event_loop_overlap\n'
+            "    batch_result = self.run_batch(batch)\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    res = run(text).result()
+    assert (res["status"], res["stage"], res["signature"]) == ("crashed", "warmup", "device_error")
+    assert [s["stage"] for s in res["stages"]] == ["start", "http_listening", "warmup"]
+    # the process dying with no line at all in that window is also the warmup failing
+    res = LogClassifier()
+    res.feed(UP, now=0.0)
+    res.process_exited(-6, now=1.0)
+    assert (res.status, res.stage, res.result()["signature"]) == ("crashed", "warmup", "process_exited")
+
+
+def test_old_layout_first_prefill_forward_is_the_warmup_request():
+    """Before 0.3 the tp worker ran the warmup request's prefill in forward_step -> forward_fill_batch."""
+    text = ("[gpu_id=0] Memory pool end. avail mem=7.10 GB\n"
+            "[gpu_id=0] max_total_num_tokens=81234, max_prefill_tokens=16384\n"
+            "Exception in ModelTpServer:\n"
+            "Traceback (most recent call last):\n"
+            '  File "/usr/lib/python3/site-packages/sglang/srt/managers/controller/tp_worker.py", line 188, in exposed_step\n'
+            "    self.forward_step()\n"
+            '  File "/usr/lib/python3/site-packages/sglang/srt/managers/controller/tp_worker.py", line 204, in forward_step\n'
+            "    self.forward_fill_batch(new_batch)\n"
+            "RuntimeError: CUDA error: device-side assert triggered\n")
+    res = run(text).result()
+    assert (res["status"], res["stage"], res["signature"], res["error_lineno"]) == ("crashed", "warmup", "device_error", 3)
+
+
+def test_stalled_with_the_http_server_up_stays_http_listening():
+    assert run(UP, quiet=True).result()["stage"] == "http_listening"
+
+
+# --------------------------------------------------------------------------------------- fault 5: line assembly
+def progress_bars(ranks, updates):
+    """Progress bars of several ranks written into one file: carriage-return segments without a newline."""
+    return "".join("\rLoading safetensors checkpoint shards: %3d%% Completed | %d/%d [00:%02d<00:07, 1.31it/s] (rank %d)"
+                   % (100 * step // updates, step, updates, step % 60, rank)
+                   for step in range(updates) for rank in range(ranks))
+
+
+MARKER = "[2031-02-03 04:05:09 DP1 TP13 EP13] Scheduler hit an exception: Traceback (most recent call last):"
+
+
+def split_everywhere(text, step=1):
+    """Results of feeding text in two chunks split at every position (and with a JSON hand-over between)."""
+    for cut in range(0, len(text) + 1, step):
+        classifier = LogClassifier()
+        classifier.feed(text[:cut], now=0.0)
+        if cut % 2:
+            classifier = LogClassifier(state=json.loads(json.dumps(classifier.to_state())))
+        classifier.feed(text[cut:], now=0.0)
+        yield cut, classifier.result()
+
+
+def test_error_line_is_the_line_as_written_across_every_boundary():
+    lines = ["[2031-02-03 04:05:0%d DP%d TP%d EP%d] Load weight begin. avail mem=60.1 GB" % (r % 10, r // 8, r, r)
+             for r in range(0, 16, 5)]
+    long_line = progress_bars(8, 2) + MARKER
+    text = "\n".join(lines + [long_line] + FRAMES.splitlines() + ["torch.OutOfMemoryError: CUDA out of memory."]) + "\n"
+    assert len(long_line) > 1500
+    for cut, res in split_everywhere(text):
+        assert (res["status"], res["signature"], res["error_lineno"]) == ("crashed", "cuda_oom", 5), cut
+        assert res["error_line"] == long_line, cut
+
+
+def test_a_line_over_the_cap_keeps_its_last_segment_whole_across_every_boundary(monkeypatch):
+    """Lines over the cap keep head + marker + tail; the tail starts at a carriage return, so the segment a
+    terminal shows (the glued crash marker) is never cut, for any chunking."""
+    from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log as sglang_log
+    monkeypatch.setattr(sglang_log, "LINE_HEAD", 40)
+    monkeypatch.setattr(sglang_log, "LINE_TAIL", 300)
+    long_line = progress_bars(3, 4) + MARKER
+    text = "[2031-02-03 04:05:00 TP0] Load weight begin.\n" + long_line + "\n" + FRAMES
+    expected = None
+    for cut, res in split_everywhere(text):
+        assert res["status"] == "crashed" and res["error_lineno"] == 2, cut
+        if expected is None:
+            expected = res
+            head, tail = res["error_line"].split(sglang_log.LINE_MARK)
+            assert head == long_line[:40] and 0 < len(tail) <= 300
+            assert long_line.endswith("\r" + tail) and tail.endswith(MARKER)
+        assert res == expected, cut
+
+
+# --------------------------------------------------------------------------------------- rules and their gates
+def corpus_lines():
+    import os
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "sglang-logs")
+    for name in sorted(os.listdir(fixtures)):
+        path = os.path.join(fixtures, name, "server.log")
+        if os.path.isfile(path):
+            with open(path, "rb") as handle:
+                yield from handle.read().decode("utf-8", "replace").split("\n")
+
+
+GATE_EXAMPLES = (
+    "Exception: Capture cuda graph failed: CUDA out of memory",
+    "RuntimeError: Capture CUDA graph failed: invalid argument",
+    "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+    "RuntimeError: No supported CUDA architectures found for major versions [9, 10].",
+    "[2031-02-03 04:05:09] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000)",
+    "Floating point exception (core dumped)",
+    "Aborted (core dumped)",
+)
+
+
+def test_every_rule_matches_only_lines_that_hold_one_of_its_gates():
+    """A phrase and its gate cannot drift apart: every line of the corpus (and the examples above) that a
+    rule's pattern matches holds one of that rule's gates, and every gate is in the prefilter."""
+    from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_rules as rules
+    from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import _gate_re
+    checked = 0
+    for line in list(corpus_lines()) + list(GATE_EXAMPLES):
+        for rule in rules.PHRASE_RULES + rules.STAGE_RULES:
+            if rule.gates and rule.pattern.search(line):
+                checked += 1
+                assert any(gate in line for gate in rule.gates), (rule.pattern.pattern, line[-200:])
+    assert checked > 1000
+    prefilter = _gate_re("start", ())
+    for rule in rules.PHRASE_RULES + rules.STAGE_RULES:
+        for gate in rule.gates:
+            assert prefilter.search(gate), gate
+
+
+def test_argparse_error_is_read_in_the_window_after_usage():
+    text = ("usage: launch_server.py [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]\n"
+            "                        [--port PORT]\n"
+            "launch_server.py: error: unrecognized arguments: --tp 3\n")
+    res = run(text).result()
+    assert (res["status"], res["signature"], res["error_lineno"]) == ("crashed", "arg_error", 3)
+    # the same words without argparse's usage line are not read
+    assert run("[2031-02-03 04:05:00] note: error: argument parsing of the chat template\n").status == "starting"
