@@ -1,139 +1,166 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Throughput of the SGLang start-up log classifier (plugins/module_utils/_sglang_log.py).
+"""Throughput of the SGLang start-up log classifier on a long backlog, side by side with grep on the same file.
 
-Not a test: it prints MB/s so that regressions are visible. Run from the collection root:
+Not a test: it prints MiB/s and ratios measured in the same run. From the collection root:
 
-    python3 benchmarks/classifier_throughput.py [--mb 200]
+    python3 benchmarks/classifier_throughput.py [--mib 256] [--baseline-rev 76ef5b6]
 
-Three workloads, built from the recorded logs in tests/fixtures/sglang-logs/ (repeated to --mb):
+The backlog is ONE run's worth of real log lines and no verdict: every recorded log in
+tests/fixtures/sglang-logs/ is cut before its first error line or ready line (the lines a watcher reads
+while nothing is decided yet: stage lines of all ranks, progress bars, warnings, NCCL/Gloo lines, access
+logs), the pieces are concatenated and repeated to --mib, and written to a file. Then, on that file:
 
-* per-run: every case classified from its own start by a fresh classifier, cycling through the
-  corpus (what the watcher does: one classifier per start, fed until ready/crash);
-* worst case: the whole corpus concatenated, with the ready line and every decisive crash phrase
-  defused, fed to ONE classifier, which therefore never reaches a verdict and must prefilter all of it;
-* concatenated: the whole corpus concatenated and fed to one classifier as is (it stops reading
-  lines after the first verdict, so this mostly measures line counting).
-
-Each is compared with a naive classifier that runs re.search for every pattern on every line.
+* the classifier: the file read in 8 MiB pieces, decoded incrementally and fed to ONE LogClassifier, as
+  wait_for_sglang reads a backlog (CPU time of this process; the classifier's own share is shown too);
+* ``grep -c`` with one fixed string (``hit an exception``), the floor for reading the file at all;
+* ``grep -c -F`` with every gate of the classifier's prefilter (the same literal search the classifier
+  does before it reads a line);
+* with --baseline-rev, the classifier of that git revision, loaded from ``git show`` (the same workload).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import importlib.util
 import os
-import re
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "plugins", "module_utils"))
+ROOT = os.path.dirname(HERE)
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "sglang-logs")
+PIECE = 8 * 1024 * 1024   # what the log follower reads per call
 
-import _sglang_log as sglang_log  # noqa: E402  pylint: disable=wrong-import-position
-
-FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "sglang-logs")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 from sglang_corpus import materialize  # noqa: E402  pylint: disable=wrong-import-position
 
-materialize()  # the logs are stored gzipped (tests/sglang_corpus.py)
 
-NAIVE_PATTERNS = (
-    [regex for _stage, regex in sglang_log._STAGE_PATTERNS]
-    + [regex for regex, _sig, _heads, _exit in sglang_log._CRASH_PHRASES]
-    + [regex for _name, regex in sglang_log._CLASS_PATTERNS]
-    + [sglang_log._FRAME_RE, sglang_log._HEADER_RE, sglang_log._EXC_RE]
-)
-
-DEFUSE = re.compile(
-    r"fired up and ready|hit an exception|sigquit|SIGQUIT|Initialization failed|There appear to be|Killed"
-    r"|Traceback|File \"|Error|xception|is dead|xit code")
-
-
-def _clock():
-    # CPU time of this process: the machine may be shared, wall-clock time would measure the neighbours.
-    return time.process_time()
+def import_collection():
+    """The collection's classifier modules, through a temporary ansible_collections/llmops/sglang link when
+    PYTHONPATH does not already provide one."""
+    try:
+        from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log, _sglang_rules  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        base = tempfile.mkdtemp(prefix="llmops-bench-")
+        os.makedirs(os.path.join(base, "ansible_collections", "llmops"))
+        os.symlink(ROOT, os.path.join(base, "ansible_collections", "llmops", "sglang"))
+        sys.path.insert(0, base)
+        from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log, _sglang_rules  # pylint: disable=import-outside-toplevel
+    return _sglang_log, _sglang_rules
 
 
-def load_cases():
-    texts = []
+def backlog_lines(sglang_log):
+    """Real lines a watcher reads before anything is decided, from every recorded log."""
+    lines = []
     for name in sorted(os.listdir(FIXTURES)):
         path = os.path.join(FIXTURES, name, "server.log")
-        if os.path.isfile(path):
-            with open(path, "rb") as handle:
-                texts.append(handle.read().decode("utf-8", "replace"))
-    return texts
+        if not os.path.isfile(path):
+            continue
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8", "replace")
+        res = sglang_log.classify_text(text)
+        stop = res["error_lineno"]
+        if res["status"] == "ready":
+            stop = next(entry["lineno"] for entry in res["stages"] if entry["stage"] == "ready")
+        case_lines = text.split("\n")
+        lines.extend(case_lines[:(stop - 1) if stop else len(case_lines)])
+    return [line for line in lines if "server_args=" not in line]
 
 
-def naive(text):
-    hits = 0
-    for line in text.split("\n"):
-        for regex in NAIVE_PATTERNS:
-            if regex.search(line):
-                hits += 1
-    return hits
+def write_backlog(path, lines, mib):
+    body = ("\n".join(lines) + "\n").encode("utf-8")
+    rounds = max(1, int(mib * 1024 * 1024 // len(body)))
+    with open(path, "wb") as handle:
+        for _round in range(rounds):
+            handle.write(body)
+    return rounds * len(body)
 
 
-def timed(func, *args):
-    start = _clock()
-    func(*args)
-    return _clock() - start
+def classify_file(module, path):
+    """(CPU seconds in total, CPU seconds inside feed(), result) for one classifier reading the whole file."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    classifier = module.LogClassifier()
+    in_feed = 0.0
+    start = time.process_time()
+    with open(path, "rb") as handle:
+        while True:
+            data = handle.read(PIECE)
+            if not data:
+                break
+            text = decoder.decode(data)
+            before = time.process_time()
+            classifier.feed(text, now=0.0)
+            in_feed += time.process_time() - before
+    total = time.process_time() - start
+    return total, in_feed, classifier.result()
 
 
-def per_run(texts, rounds):
-    for _round in range(rounds):
-        for text in texts:
-            sglang_log.classify_text(text)
+def grep_count(args, path):
+    """(CPU seconds of the grep child, count) for ``grep -c ARGS path``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(["grep", "-c"] + args + [path], stdout=subprocess.PIPE, check=False, env=dict(os.environ, LC_ALL="C"))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, int(out.stdout.decode().strip() or 0)
 
 
-def one_classifier(text):
-    classifier = sglang_log.LogClassifier()
-    chunk = 8 * 1024 * 1024
-    for pos in range(0, len(text), chunk):
-        classifier.feed(text[pos:pos + chunk], now=0.0)
-    classifier.flush(now=0.0)
-    return classifier.result()
+def baseline_module(rev):
+    """The classifier module of git revision ``rev`` (older single-file layout or the current one)."""
+    source = subprocess.run(["git", "-C", ROOT, "show", "%s:plugins/module_utils/_sglang_log.py" % rev],
+                            stdout=subprocess.PIPE, check=True).stdout
+    path = os.path.join(tempfile.mkdtemp(prefix="llmops-bench-"), "baseline_sglang_log.py")
+    with open(path, "wb") as handle:
+        handle.write(source)
+    spec = importlib.util.spec_from_file_location("baseline_sglang_log", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=200.0, help="size of each workload in MB (default 200)")
-    parser.add_argument("--naive-mb", type=float, default=20.0, help="size for the naive baseline in MB (default 20)")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mib", type=float, default=256.0, help="size of the backlog file in MiB (default 256)")
+    parser.add_argument("--baseline-rev", help="also time the classifier of this git revision (e.g. 76ef5b6)")
+    parser.add_argument("--keep", help="write the backlog to this path and keep it")
     args = parser.parse_args()
 
-    texts = load_cases()
-    corpus = "".join(texts)
-    corpus_mb = len(corpus.encode("utf-8")) / 1e6
-    rounds = max(1, int(round(args.mb / corpus_mb)))
-    naive_rounds = max(1, int(round(args.naive_mb / corpus_mb)))
-    print("timing: CPU time of this process (time.process_time)")
-    print("corpus: %d cases, %.2f MB; workloads %.0f MB (naive baseline %.0f MB)"
-          % (len(texts), corpus_mb, rounds * corpus_mb, naive_rounds * corpus_mb))
-
-    big = corpus * rounds
-    defused = DEFUSE.sub(lambda m: m.group(0)[0] + "_" + m.group(0)[1:], corpus)
-    big_defused = defused * rounds
-    big_naive = corpus * naive_rounds
-
-    naive_time = timed(naive, big_naive)
-    naive_rate = naive_rounds * corpus_mb / naive_time
+    materialize()  # the logs are stored gzipped (tests/sglang_corpus.py)
+    sglang_log, sglang_rules = import_collection()
+    path = args.keep or os.path.join(tempfile.mkdtemp(prefix="llmops-bench-"), "backlog.log")
+    lines = backlog_lines(sglang_log)
+    size = write_backlog(path, lines, args.mib)
+    mib = size / (1024.0 * 1024.0)
+    print("backlog: %d real lines from %s repeated to %.1f MiB (%s)" % (len(lines), FIXTURES, mib, path))
+    print("timing: CPU time (this process for the classifier, the child for grep); machine load does not count")
 
     rows = []
-    elapsed = timed(per_run, texts, rounds)
-    rows.append(("per-run (fresh classifier per case)", rounds * corpus_mb / elapsed))
-    result = {}
-    start = _clock()
-    result.update(one_classifier(big_defused))
-    elapsed = _clock() - start
-    rows.append(("worst case (no verdict, all prefiltered; status=%s)" % result["status"], rounds * corpus_mb / elapsed))
-    start = _clock()
-    result = one_classifier(big)
-    elapsed = _clock() - start
-    rows.append(("concatenated, one classifier (status=%s)" % result["status"], rounds * corpus_mb / elapsed))
-
-    print("%-60s %9.1f MB/s" % ("naive re.search per line, all %d patterns" % len(NAIVE_PATTERNS), naive_rate))
+    total, in_feed, res = classify_file(sglang_log, path)
+    print("classifier verdict on the backlog: status=%s stage=%s lines=%d" % (res["status"], res["stage"], res["lines_seen"]))
+    rows.append(("classifier: read + decode + classify", mib / total))
+    rows.append(("classifier: classify only (feed)", mib / in_feed))
+    gates = sglang_rules.gates_after("start")
+    seconds, count = grep_count(["-F", "hit an exception"], path)
+    rows.append(("grep -c -F 'hit an exception' (%d lines)" % count, mib / seconds))
+    gate_args = []
+    for gate in gates:
+        gate_args += ["-e", gate.strip("\n")]
+    seconds, count = grep_count(["-F"] + gate_args, path)
+    rows.append(("grep -c -F with the %d prefilter gates (%d lines)" % (len(gates), count), mib / seconds))
+    if args.baseline_rev:
+        total, in_feed, res = classify_file(baseline_module(args.baseline_rev), path)
+        rows.append(("classifier at %s: read + decode + classify (status=%s)" % (args.baseline_rev, res["status"]), mib / total))
+        rows.append(("classifier at %s: classify only (feed)" % args.baseline_rev, mib / in_feed))
+    reference = rows[0][1]
     for label, rate in rows:
-        print("%-60s %9.1f MB/s  (x%.0f naive)" % (label, rate, rate / naive_rate))
+        print("%-66s %9.1f MiB/s  (x%.2f of the classifier)" % (label, rate, rate / reference))
+    if not args.keep:
+        os.unlink(path)
     return 0
 
 
