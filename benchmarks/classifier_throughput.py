@@ -124,7 +124,7 @@ def baseline_module(rev):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--mib", type=float, default=256.0, help="size of the backlog file in MiB (default 256)")
     parser.add_argument("--baseline-rev", help="also time the classifier of this git revision (e.g. 76ef5b6)")
     parser.add_argument("--keep", help="write the backlog to this path and keep it")
