@@ -364,3 +364,45 @@ def test_argparse_error_is_read_in_the_window_after_usage():
     assert (res["status"], res["signature"], res["error_lineno"]) == ("crashed", "arg_error", 3)
     # the same words without argparse's usage line are not read
     assert run("[2031-02-03 04:05:00] note: error: argument parsing of the chat template\n").status == "starting"
+
+
+# --------------------------------------------------------------------------------------- the corpus, live
+def corpus_cases():
+    import os
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "sglang-logs")
+    for name in sorted(os.listdir(fixtures)):
+        if os.path.isfile(os.path.join(fixtures, name, "expected.json")):
+            with open(os.path.join(fixtures, name, "expected.json"), encoding="utf-8") as handle:
+                expected = json.load(handle)
+            with open(os.path.join(fixtures, name, "server.log"), "rb") as handle:
+                data = handle.read()
+            yield name, expected, data[expected.get("new_run_offset_bytes") or 0:].decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("name, expected, text", list(corpus_cases()), ids=[case[0] for case in corpus_cases()])
+def test_corpus_line_by_line_with_the_log_going_quiet_after_any_line(name, expected, text):
+    """A live wait with no process to watch: lines arrive one by one and the log may go quiet after any of
+    them. A quiet never turns a ready or stalled recording into a crash; a crash it decides is the recorded
+    one (first error line), and the lines that follow refine it to the recorded signature."""
+    classifier = LogClassifier()
+    decided = None
+    for line in text.splitlines(True):
+        classifier.feed(line, now=0.0)
+        if decided is not None:
+            decided.feed(line, now=0.0)
+            continue
+        state = classifier._s   # pylint: disable=protected-access
+        if state.status == "starting" and (state.candidate is not None or state.exit_pending is not None):
+            quiet = LogClassifier(state=json.loads(json.dumps(classifier.to_state())))
+            if quiet.log_quiet(now=0.0):
+                assert expected["outcome"] == "crashed", (name, quiet.result()["error_line"])
+                assert quiet.result()["error_line"] == expected["first_error_line"], name
+                decided = quiet
+    for live in (classifier, decided):
+        if live is None:
+            continue
+        live.log_quiet(now=0.0)
+        res = live.result()
+        outcome = {"starting": "stalled"}.get(res["status"], res["status"])
+        assert (outcome, res["stage"], res["signature"], res["error_line"]) == (
+            expected["outcome"], expected["stage"], expected["signature"], expected["first_error_line"]), name
