@@ -18,6 +18,10 @@ logs), the pieces are concatenated and repeated to --mib, and written to a file.
 * ``grep -c -F`` with every gate of the classifier's prefilter (the same literal search the classifier
   does before it reads a line);
 * with --baseline-rev, the classifier of that git revision, loaded from ``git show`` (the same workload).
+
+A second, gate-heavy backlog (--heavy-mib, default 32) holds only the lines of the first one that contain a
+prefilter gate and decide nothing (frames of benign tracebacks, warnings naming an error, progress bars glued
+to a warning): every line must be read in full, the classifier's worst case.
 """
 
 from __future__ import annotations
@@ -71,6 +75,12 @@ def backlog_lines(sglang_log):
         case_lines = text.split("\n")
         lines.extend(case_lines[:(stop - 1) if stop else len(case_lines)])
     return [line for line in lines if "server_args=" not in line]
+
+
+def gate_heavy_lines(sglang_log, lines):
+    """The lines a classifier that reached the last stage before ready must still read in full."""
+    gate = sglang_log._gate_re("warmup", ())   # pylint: disable=protected-access
+    return [line for line in lines if gate.search(line)]
 
 
 def write_backlog(path, lines, mib):
@@ -127,21 +137,31 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--mib", type=float, default=256.0, help="size of the backlog file in MiB (default 256)")
     parser.add_argument("--baseline-rev", help="also time the classifier of this git revision (e.g. 76ef5b6)")
+    parser.add_argument("--heavy-mib", type=float, default=32.0, help="size of the gate-heavy backlog in MiB (default 32)")
     parser.add_argument("--keep", help="write the backlog to this path and keep it")
     args = parser.parse_args()
 
     materialize()  # the logs are stored gzipped (tests/sglang_corpus.py)
     sglang_log, sglang_rules = import_collection()
-    path = args.keep or os.path.join(tempfile.mkdtemp(prefix="llmops-bench-"), "backlog.log")
+    baseline = baseline_module(args.baseline_rev) if args.baseline_rev else None
     lines = backlog_lines(sglang_log)
-    size = write_backlog(path, lines, args.mib)
-    mib = size / (1024.0 * 1024.0)
-    print("backlog: %d real lines from %s repeated to %.1f MiB (%s)" % (len(lines), FIXTURES, mib, path))
     print("timing: CPU time (this process for the classifier, the child for grep); machine load does not count")
+    workloads = (("backlog", lines, args.mib, args.keep), ("gate-heavy backlog", gate_heavy_lines(sglang_log, lines), args.heavy_mib, None))
+    for title, workload, size_mib, keep in workloads:
+        path = keep or os.path.join(tempfile.mkdtemp(prefix="llmops-bench-"), "backlog.log")
+        mib = write_backlog(path, workload, size_mib) / (1024.0 * 1024.0)
+        print("\n%s: %d real lines from %s repeated to %.1f MiB" % (title, len(workload), FIXTURES, mib))
+        compare(sglang_log, sglang_rules, baseline, args.baseline_rev, path, mib)
+        if not keep:
+            os.unlink(path)
+    return 0
 
+
+def compare(sglang_log, sglang_rules, baseline, baseline_rev, path, mib):
+    """Print the classifier, grep and the baseline on one file, as MiB/s and ratios to the classifier."""
     rows = []
     total, in_feed, res = classify_file(sglang_log, path)
-    print("classifier verdict on the backlog: status=%s stage=%s lines=%d" % (res["status"], res["stage"], res["lines_seen"]))
+    print("classifier verdict: status=%s stage=%s lines=%d" % (res["status"], res["stage"], res["lines_seen"]))
     rows.append(("classifier: read + decode + classify", mib / total))
     rows.append(("classifier: classify only (feed)", mib / in_feed))
     gates = sglang_rules.gates_after("start")
@@ -152,17 +172,13 @@ def main():
         gate_args += ["-e", gate.strip("\n")]
     seconds, count = grep_count(["-F"] + gate_args, path)
     rows.append(("grep -c -F with the %d prefilter gates (%d lines)" % (len(gates), count), mib / seconds))
-    if args.baseline_rev:
-        total, in_feed, res = classify_file(baseline_module(args.baseline_rev), path)
-        rows.append(("classifier at %s: read + decode + classify (status=%s)" % (args.baseline_rev, res["status"]), mib / total))
-        rows.append(("classifier at %s: classify only (feed)" % args.baseline_rev, mib / in_feed))
+    if baseline is not None:
+        total, in_feed, res = classify_file(baseline, path)
+        rows.append(("classifier at %s: read + decode + classify (status=%s)" % (baseline_rev, res["status"]), mib / total))
+        rows.append(("classifier at %s: classify only (feed)" % baseline_rev, mib / in_feed))
     reference = rows[0][1]
     for label, rate in rows:
         print("%-66s %9.1f MiB/s  (x%.2f of the classifier)" % (label, rate, rate / reference))
-    if not args.keep:
-        os.unlink(path)
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

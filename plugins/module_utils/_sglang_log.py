@@ -91,6 +91,9 @@ _BENIGN_TB_INTROS = ("Exception ignored in", "--- Logging error ---", "Error in 
 _CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in sorted(set(
     [g for rule in PHRASE_RULES for g in rule.gates] + list(STRUCTURE_GATES)))))
 _GATE_CACHE = {}
+_ARGS_RE = re.compile("|".join(re.escape(marker) for marker in ARGS_MARKERS))
+_DIGIT_RE = re.compile(r"[1-9]")   # every digit to 0: same length, same shape
+_INERT_MAX = 4096
 
 
 def _gate_re(stage, extra):
@@ -202,6 +205,8 @@ class _LineReader:
     cannot decide anything without reading them (see _sglang_rules for the gates)."""
 
     _s = None   # ClassifierState, set by LogClassifier
+    _inert = None
+    _gates = None
 
     def feed(self, text, now=None):
         """Feed decoded text (may end mid-line; the partial line is kept until completed).
@@ -307,12 +312,34 @@ class _LineReader:
         s.lineno += 1
         if s.slow_left > 0:
             s.slow_left -= 1
-        self._line_body(raw, s.lineno, events, now)
+        if self._inert is not None and s.status == "starting" and not self._reads_every_line():
+            self._quiet_line(raw, events, now)
+        else:
+            self._line_body(raw, s.lineno, events, now)
         s.recent.append(clip(raw))
         if len(s.recent) > RECENT_MAX:
             del s.recent[0]
         if raw.strip():
             s.last_line = clip(raw)
+
+    def _quiet_line(self, raw, events, now):
+        """A line read while nothing is open. Lines that changed nothing are remembered with every digit
+        replaced by 0 (timestamps, ranks, ports, counters; lengths kept): the same line with other digits
+        changes nothing either, because outside exception lines (never remembered, their root-cause classes
+        name codes) and decisive phrases (which change the state, so are never remembered) no rule depends on
+        a digit's value, and stages only move forward. Repeated benign lines (health checks during a hung
+        warmup, warnings naming an error) then cost a dictionary lookup."""
+        s = self._s
+        key = _DIGIT_RE.sub("0", raw)
+        if key in self._inert:
+            return
+        before = (s.status, s.line_stage, s.slow_left, s.leaked, len(events))
+        self._line_body(raw, s.lineno, events, now)
+        if (s.status, s.line_stage, s.slow_left, s.leaked, len(events)) == before and not self._reads_every_line() \
+                and not EXC_RE.match(last_segment(strip_ansi(raw))):
+            if len(self._inert) >= _INERT_MAX:
+                self._inert.clear()
+            self._inert.add(key)
 
     def _line_body(self, raw, lineno, events, now):
         """Decide on one complete line (LogClassifier: _StartupEvidence)."""
@@ -498,10 +525,10 @@ class _StartupEvidence(_CrashWindow):
         if self._ignore_res and any(r.search(clean) for r in self._ignore_res):
             return
         if s.status == "ready":
-            if not s.post_ready_crash and POST_READY_RE.search(clean) and not any(m in clean for m in ARGS_MARKERS):
+            if not s.post_ready_crash and POST_READY_RE.search(clean) and not _ARGS_RE.search(clean):
                 s.post_ready_crash = True
             return
-        if any(marker in clean for marker in ARGS_MARKERS):
+        if _ARGS_RE.search(clean):
             # The args dump holds user values and field names such as custom_sigquit_handler,
             # crash_dump_folder, skip_server_warmup ...: never evidence. A new dump means a new run.
             s.candidate = None
@@ -664,6 +691,8 @@ class LogClassifier(_StartupEvidence, _LineReader):
         self._crash_res = [re.compile(p) for p in self._s.crash_patterns]
         self._ignore_res = [re.compile(p) for p in self._s.ignore_patterns]
         self._gates = {}
+        # lines that changed nothing (see _quiet_line); user patterns may depend on any digit: no memory then
+        self._inert = None if (self._crash_res or self._ignore_res) else set()
 
     def to_state(self):
         """JSON-serialisable dict (bounded size); ``LogClassifier(state=c.to_state())`` continues exactly."""

@@ -15,6 +15,7 @@ test checks every rule's pattern against its gates. docs/log-classification.md e
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import namedtuple
 
@@ -241,6 +242,7 @@ def better(current, new):
     return new if SPECIFIC_ORDER.index(new) < SPECIFIC_ORDER.index(current) else current
 
 
+@functools.lru_cache(maxsize=2048)   # the same frames repeat in every rank's traceback
 def frame_stage(path, func, calls_only=False):
     """Start-up stage shown by one SGLang frame (file path and function or called name), else None."""
     if "sglang" not in path.lower() or _FRAME_SKIP_RE.search(path):
@@ -255,7 +257,7 @@ def frame_stage(path, func, calls_only=False):
 
 def _has_gate(text, gates):
     if not gates:
-        return True   # read only in a window where every line is read (argparse after "usage: ")
+        return True   # a rule without gates is read where every line is read (argparse after "usage: ")
     for gate in gates:
         if gate in text:
             return True
@@ -275,8 +277,9 @@ def stage_of(clean, reached):
 def phrase_of(clean, seg):
     """(PhraseRule, signature) of the first decisive phrase in a line, else None. A phrase is read on the
     last carriage-return segment first, then on the whole line (a marker glued after a progress bar)."""
+    gated = _PHRASE_GATE_RE.search(clean) is not None   # one search before one per rule
     for rule in PHRASE_RULES:
-        if not _has_gate(clean, rule.gates):
+        if rule.gates and not (gated and _has_gate(clean, rule.gates)):
             continue   # the gate is part of the rule: a line without it cannot match
         match = rule.pattern.search(seg)
         if match is None and seg is not clean:
@@ -288,6 +291,9 @@ def phrase_of(clean, seg):
                     signature = "silent_exit"   # SIGKILL: killed from outside, usually the OOM killer
             return rule, signature
     return None
+
+
+_PHRASE_GATE_RE = re.compile("|".join(re.escape(g) for rule in PHRASE_RULES for g in rule.gates))
 
 
 def gates_after(stage):

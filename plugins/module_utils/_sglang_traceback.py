@@ -15,6 +15,7 @@ is an import chain or argument handling. It is a dataclass so that its state is 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import List, Optional
 
@@ -57,6 +58,12 @@ _ARG_FRAME_RE = re.compile(
     r"|huggingface_hub/|arg_utils\.py")
 # Frames of Python running a module (python -m) or importing one: runpy, importlib's bootstrap, import_module.
 _IMPORT_MACHINERY_RE = re.compile(r"^<frozen (?:runpy|importlib\._bootstrap(?:_external)?)>$|/runpy\.py$|/importlib/")
+
+
+@functools.lru_cache(maxsize=2048)   # the same files repeat in every rank's traceback
+def _path_facts(path):
+    """(runs or imports a module, handles arguments/configuration) for a frame's file path."""
+    return _IMPORT_MACHINERY_RE.search(path) is not None, _ARG_FRAME_RE.search(path) is not None
 
 
 def clip(line):
@@ -173,11 +180,12 @@ class TracebackReader:
         self.last_path = path
         self.import_chain = False
         self.frames += 1
+        machinery, argument_handling = _path_facts(path)
         if func == "<module>":
             self.module_frames += 1
-        elif not (_IMPORT_MACHINERY_RE.search(path) or func == "import_module"):
+        elif not (machinery or func == "import_module"):
             self.import_frames_only = False
-        if _ARG_FRAME_RE.search(path):
+        if argument_handling:
             self.arg_frames = True
         self.frame_stage = max_stage(self.frame_stage, frame_stage(path, func))
 

@@ -406,3 +406,25 @@ def test_corpus_line_by_line_with_the_log_going_quiet_after_any_line(name, expec
         outcome = {"starting": "stalled"}.get(res["status"], res["status"])
         assert (outcome, res["stage"], res["signature"], res["error_line"]) == (
             expected["outcome"], expected["stage"], expected["signature"], expected["first_error_line"]), name
+
+
+# --------------------------------------------------------------------------------------- repeated benign lines
+@pytest.mark.parametrize("name, expected, text", list(corpus_cases()), ids=[case[0] for case in corpus_cases()])
+def test_remembering_benign_lines_changes_no_result(name, expected, text):
+    """The memory of lines that changed nothing (digits blanked) only saves time: the same events and result
+    without it."""
+    remembering, reading = LogClassifier(), LogClassifier()
+    reading._inert = None   # pylint: disable=protected-access
+    events = [c.feed(text, now=0.0) + c.flush(now=0.0) for c in (remembering, reading)]
+    assert events[0] == events[1] and remembering.result() == reading.result(), name
+
+
+def test_health_checks_during_a_hung_warmup_then_the_warmup_request_and_its_crash():
+    checks = "".join('[2031-02-03 04:07:%02d] INFO:     127.0.0.1:%d - "GET /health HTTP/1.1" 503 Service Unavailable\n'
+                     % (i % 60, 40000 + i) for i in range(300))
+    text = (UP + checks + '[2031-02-03 04:08:00] INFO:     127.0.0.1:41999 - "POST /generate HTTP/1.1" 200 OK\n'
+            + checks + "[2031-02-03 04:08:09 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    res = run(text).result()
+    assert (res["status"], res["stage"], res["signature"], res["error_lineno"]) == ("crashed", "warmup", "device_error", 604)
+    assert [s["stage"] for s in res["stages"]] == ["start", "http_listening", "warmup"]
