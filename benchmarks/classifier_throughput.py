@@ -180,5 +180,6 @@ def compare(sglang_log, sglang_rules, baseline, baseline_rev, path, mib):
     for label, rate in rows:
         print("%-66s %9.1f MiB/s  (x%.2f of the classifier)" % (label, rate, rate / reference))
 
+
 if __name__ == "__main__":
     sys.exit(main())
