@@ -130,6 +130,10 @@ standin_sources() {
     f=$SRC_ROOT/tests/standin/sglang_standin.py
     [[ -f $f ]] || die "stand-in not found at $f (set LLMOPS_STANDIN_SRC to the checkout root)"
     printf '%s\t%s\n' "$f" sglang_standin.py
+    # its helpers and recorded performance profiles (standin_profile.py, nvidia_smi_standin.py, profiles/*.json)
+    for f in "$SRC_ROOT"/tests/standin/*.py "$SRC_ROOT"/tests/standin/profiles/*.json; do
+        [[ -f $f && $f != */sglang_standin.py ]] && printf '%s\t%s\n' "$f" "${f#"$SRC_ROOT"/tests/standin/}"
+    done
     if [[ -d $SRC_ROOT/tests/fixtures/sglang-logs ]]; then
         for case_dir in "$SRC_ROOT"/tests/fixtures/sglang-logs/*/; do
             [[ -f $case_dir/server.log || -f $case_dir/server.log.gz ]] || continue

@@ -70,6 +70,10 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# beside this file: the recorded performance profile (--profile) and generation pacing; also when loaded by path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import standin_profile  # noqa: E402  pylint: disable=wrong-import-position
+
 MARK = b'[llmops-standin] '
 READY_LINE = b'The server is fired up and ready to roll!'
 LISTEN_LINE = b'Uvicorn running on'
@@ -261,9 +265,10 @@ def fill_caches() -> None:
 class GenerationRequest:
     """One generation request in SGLang's native (/generate) or OpenAI (/v1/...) form, and its answer's events."""
 
-    def __init__(self, api: str, max_tokens: int, stream: bool, model: str, usage: bool):
+    def __init__(self, api: str, max_tokens: int, stream: bool, model: str, usage: bool, prompt_tokens: int = 1):
         self.api = api  # 'generate', 'completions' or 'chat'
         self.max_tokens = max_tokens
+        self.prompt_tokens = prompt_tokens
         self.stream = stream
         self.model = model
         self.usage = usage
@@ -288,14 +293,16 @@ class GenerationRequest:
         if not isinstance(max_tokens, int) or max_tokens < 0:
             raise ValueError('max tokens must be a non-negative integer, got %r' % (max_tokens,))
         usage = bool((data.get('stream_options') or {}).get('include_usage'))
-        return cls(api, max_tokens, bool(data.get('stream')), data.get('model') or served_model_name, usage)
+        # token ids count as tokens; a text prompt counts its words (no tokenizer here), at least 1
+        prompt = len(data.get('input_ids') or []) or len(str(data.get('text') or data.get('prompt') or '').split()) or 1
+        return cls(api, max_tokens, bool(data.get('stream')), data.get('model') or served_model_name, usage, prompt)
 
     def text(self, count: int) -> str:
         return ''.join(STANDIN_WORDS[i % len(STANDIN_WORDS)] for i in range(count))
 
     def _meta(self, count: int, done: bool) -> dict:
         return {'id': self.id, 'finish_reason': {'type': 'length', 'length': self.max_tokens} if done else None,
-                'prompt_tokens': 1, 'completion_tokens': count, 'llmops_standin': True}
+                'prompt_tokens': self.prompt_tokens, 'completion_tokens': count, 'llmops_standin': True}
 
     def _openai(self, delta: str | None, finish: str | None) -> dict:
         if self.api == 'chat':
@@ -307,13 +314,15 @@ class GenerationRequest:
             kind = 'text_completion'
         return {'id': self.id, 'object': kind, 'created': self.created, 'model': self.model, 'choices': [choice]}
 
-    def event(self, index: int) -> bytes:
-        """The server-sent event of token ``index`` (0-based); /generate sends the text so far, as SGLang does."""
+    def event(self, index: int, since: int | None = None) -> bytes:
+        """The server-sent event up to token ``index`` (0-based) of a chunk that began at token ``since`` (default: a
+        chunk of one token); /generate sends the text so far, as SGLang does, the OpenAI forms the chunk's delta."""
         if self.api == 'generate':
             done = index + 1 == self.max_tokens
             payload = {'text': self.text(index + 1), 'meta_info': self._meta(index + 1, done)}
         else:
-            payload = self._openai(STANDIN_WORDS[index % len(STANDIN_WORDS)], None)
+            first = index if since is None else since
+            payload = self._openai(''.join(STANDIN_WORDS[i % len(STANDIN_WORDS)] for i in range(first, index + 1)), None)
         return b'data: ' + json.dumps(payload).encode('utf-8') + b'\n\n'
 
     def tail_events(self) -> list[bytes]:
@@ -358,6 +367,9 @@ class State:
         self.version = recording.expected.get('sglang_version') or 'unknown'
         self.generation = generation_mode(args.generation, recording)
         self.tokens_per_second = args.tokens_per_second or recorded_decode_rate(recording.data) or FALLBACK_TOKENS_PER_SECOND
+        # How tokens are paced: at the recorded single-request rate, or by the --profile entry (all streams together)
+        self.pacing = standin_profile.FixedRate(self.tokens_per_second)
+        self.gpus = 1
         self.stopping = threading.Event()
 
 
@@ -454,6 +466,9 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(body)
         elif path in GENERATION_PATHS and self.command == 'POST':
             self._generate(path, body)
+        elif path == '/llmops-standin/gpu' and isinstance(st.pacing, standin_profile.Pacer):
+            # the profile's power figure, for nvidia_smi_standin.py (stand-in extension)
+            self._send(200, standin_profile.gpu_answer(st.pacing, st.gpus))
         else:
             self._send(404, {'detail': 'Not Found'})
 
@@ -471,24 +486,31 @@ class Handler(BaseHTTPRequestHandler):
             # A zombie: the request was accepted, nothing ever comes back (the scheduler that would answer is gone).
             st.stopping.wait()
             return
-        interval = 1.0 / st.tokens_per_second
-        if not request.stream:
-            time.sleep(interval * request.max_tokens)
-            self._send(200, request.whole_response())
-            return
-        self.send_response(200)
-        self.send_header('content-type', 'text/event-stream; charset=utf-8')
-        self.send_header('transfer-encoding', 'chunked')
-        self.end_headers()
-        try:
-            for index in range(request.max_tokens):
-                time.sleep(interval)
-                self._chunk(request.event(index))
-            for tail in request.tail_events():
-                self._chunk(tail)
-            self._chunk(b'')
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up; so does the stream
+        with st.pacing.request():
+            if not request.stream:
+                st.pacing.take(request.max_tokens, first=True)
+                self._send(200, request.whole_response())
+                return
+            self.send_response(200)
+            self.send_header('content-type', 'text/event-stream; charset=utf-8')
+            self.send_header('transfer-encoding', 'chunked')
+            self.end_headers()
+            try:
+                self._stream(request, st.args.stream_interval or st.pacing.chunk_tokens)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up; so does the stream
+
+    def _stream(self, request: GenerationRequest, interval: int) -> None:
+        """The first token alone, then chunks of ``interval`` tokens (SGLang's --stream-interval), each when paced."""
+        sent = 0
+        while sent < request.max_tokens:
+            step = 1 if sent == 0 else min(interval, request.max_tokens - sent)
+            self.state.pacing.take(step, first=sent == 0)
+            self._chunk(request.event(sent + step - 1, since=sent))
+            sent += step
+        for tail in request.tail_events():
+            self._chunk(tail)
+        self._chunk(b'')
 
     def _chunk(self, data: bytes) -> None:
         """One HTTP/1.1 chunk (an empty one ends the body)."""
@@ -499,6 +521,7 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 1024  # a benchmark connects many clients at once (uvicorn's backlog is 2048)
 
 
 def start_http(state: State) -> Server:
@@ -542,6 +565,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--enable-metrics', action='store_true')
     p.add_argument('--node-rank', type=int, default=0)
     p.add_argument('--config', default=None)
+    p.add_argument('--stream-interval', type=int, default=None,
+                   help='tokens per streamed chunk (SGLang\'s flag); default 1, with --profile %d'
+                        % standin_profile.DEFAULT_CHUNK_TOKENS)
+    p.add_argument('--tp-size', '--tp', dest='tp_size', type=int, default=1)
+    p.add_argument('--profile', default=None,
+                   help='recorded performance profile (JSON, see standin_profile.py): crash or stream at its figures')
+    p.add_argument('--sglang-venv', default=None, help='venv of the installed SGLang, for the profile\'s SM120 patch state')
     return p
 
 
@@ -574,6 +604,18 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
 
+    entry = None
+    if args.profile:
+        try:
+            entry = standin_profile.select(standin_profile.load(args.profile), {
+                'args': standin_profile.server_flags(list(sys.argv[1:] if argv is None else argv)),
+                'env': dict(os.environ), 'sm120_patch': standin_profile.sm120_patch_state(args.sglang_venv)})
+        except (OSError, ValueError, KeyError) as exc:
+            note('cannot use profile %s: %s' % (args.profile, exc))
+            return 2
+        if entry.get('crash'):
+            # this configuration crashed at start on the recorded hardware: replay that crash instead
+            args.recording = os.path.join(os.path.dirname(os.path.abspath(args.recording)), entry['crash'])
     try:
         recording = Recording(args.recording)
     except (OSError, ValueError) as exc:
@@ -587,6 +629,9 @@ def main(argv: list[str] | None = None) -> int:
             signature = None
 
     state = State(args, recording)
+    if entry is not None and not entry.get('crash'):
+        state.pacing = standin_profile.Pacer(entry)
+        state.gpus = max(1, args.tp_size)
     server = None
 
     def listen() -> None:
