@@ -6,6 +6,8 @@
 #   bash demo/run.sh          # every host replays a real recorded startup that became ready
 #   bash demo/run.sh crash    # node1 replays a real recorded crash, node2 runs the real
 #                             # `python -m sglang.launch_server` (it fails: no GPU stack)
+#   bash demo/run.sh tune     # the seeds' tuning experiment with llmops.sglang.tune on node1: baseline, SM120 fusion
+#                             # (regression, rolled back), NCCL_ALGO=Tree (crash, rolled back), one table
 #
 # Needs root on a Debian/Ubuntu machine; no GPU. Set LLMOPS_DEMO_KEEP=1 to leave the hosts up.
 set -euo pipefail
@@ -13,7 +15,8 @@ set -euo pipefail
 scenario=${1:-ready}
 case "$scenario" in
   ready | crash) ;;
-  *) echo "usage: $0 [ready|crash]" >&2; exit 2 ;;
+  tune) nodes_override=(node1) ;;
+  *) echo "usage: $0 [ready|crash|tune]" >&2; exit 2 ;;
 esac
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,6 +24,7 @@ fleet="$repo/tests/infra/fleet.sh"
 dir=${LLMOPS_FLEET_DIR:-/var/tmp/llmops-fleet}
 export LLMOPS_FLEET_DIR=$dir
 nodes=(node1 node2 node3)
+[ -n "${nodes_override+x}" ] && nodes=("${nodes_override[@]}")
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -67,6 +71,20 @@ step "Booting ${#nodes[@]} systemd-nspawn hosts"
 bash "$fleet" down "${nodes[@]}" >/dev/null 2>&1 || true
 bash "$fleet" up "${nodes[@]}"
 bash "$fleet" inventory --group sglang "$dir/demo-hosts.yml" "${nodes[@]}"
+
+if [ "$scenario" = tune ]; then
+  step "ansible-playbook llmops.sglang.tune (variants: demo/tune-variants.yml)"
+  start=$(date +%s)
+  set +e
+  ansible-playbook llmops.sglang.tune \
+    -i "$dir/demo-hosts.yml" -i "$repo/demo/inventory.yml" \
+    -e llmops_demo=tune -e @"$repo/demo/tune-variants.yml"
+  rc=$?
+  set -e
+  echo
+  echo "tune playbook finished in $(( $(date +%s) - start ))s with exit code $rc"
+  exit $rc
+fi
 
 step "ansible-playbook llmops.sglang.deploy ($scenario)"
 start=$(date +%s)

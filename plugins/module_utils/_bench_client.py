@@ -32,7 +32,7 @@ PROMPT_TOKEN_RANGE = (1000, 20000)
 def prompts(count, input_len, seed):
     """``count`` prompts of ``input_len`` token ids, the same for the same seed."""
     rng = random.Random(seed)
-    return [[rng.randrange(*PROMPT_TOKEN_RANGE) for _ in range(input_len)] for _ in range(count)]
+    return [[rng.randrange(*PROMPT_TOKEN_RANGE) for _token in range(input_len)] for _prompt in range(count)]
 
 
 def generate_payload(input_ids, output_len):
@@ -136,7 +136,7 @@ class StreamingClient:
                 with lock:
                     done.append(finished)
 
-        threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, min(concurrency, num_prompts)))]
+        threads = [threading.Thread(target=worker, daemon=True) for _thread in range(max(1, min(concurrency, num_prompts)))]
         for thread in threads:
             thread.start()
         for thread in threads:

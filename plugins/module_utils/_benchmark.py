@@ -121,14 +121,20 @@ def write_store(path, results):
                              'writable (run as root: become: true).' % (path, err))
 
 
-def summary(result, verdict):
-    """One line: ``236 tok/s against 1867 (-87 %) at concurrency 64``; the spread when runs disagree."""
+def headline(result, verdict):
+    """``236 tok/s against 1867 (-87 %)``: median output tokens/s at the highest level, and the baseline's."""
     level = result.headline()
-    tps = level.metric('output_tps') if level else None
-    text = '%s tok/s' % _figure(tps)
+    text = '%s tok/s' % _figure(level.metric('output_tps') if level else None)
     if verdict is not None and verdict.baseline_tps is not None:
         text += ' against %s (%+.0f %%)' % (_figure(verdict.baseline_tps), verdict.change_pct)
-    elif verdict is not None:
+    return text
+
+
+def summary(result, verdict):
+    """One line: the headline, at which concurrency, and the spread of the runs."""
+    level = result.headline()
+    text = headline(result, verdict)
+    if verdict is not None and verdict.baseline_tps is None:
         text += ' (no earlier result for this model and load)'
     if level is not None:
         text += ' at concurrency %d' % level.concurrency

@@ -31,7 +31,7 @@ options:
     type: str
     required: true
   api_key:
-    description: The server's API key (C(--api-key)), sent as C(Authorization: Bearer).
+    description: The server's API key (C(--api-key)), sent as a bearer token in the C(Authorization) header.
     type: str
   model:
     description:
@@ -185,6 +185,11 @@ summary:
   returned: always
   type: str
   sample: "236 tok/s against 1867 (-87 %) at concurrency 64, spread 2 % over 3 runs"
+headline:
+  description: The short form of RV(summary) (median output tokens/s at the highest level, against the baseline's).
+  returned: always
+  type: str
+  sample: "236 tok/s against 1867 (-87 %)"
 client:
   description: The client that ran the load, and why when O(client=auto) chose the built-in one.
   returned: always
@@ -196,7 +201,7 @@ gpu:
   type: dict
   sample: {"error": "nvidia-smi gave no GPU figures (rc=127): No such file or directory"}
 baseline_updated:
-  description: Whether the result was written to O(baseline_path) as the new baseline (also RV(changed)).
+  description: Whether the result was written to O(baseline_path) as the new baseline (also what RV(ignore:changed) says).
   returned: always
   type: bool
   sample: true
@@ -326,7 +331,7 @@ def main():
         empty = dict(changed=False, result=None, verdict=None, client=None, gpu=None, baseline_updated=False,
                      baseline=baseline.to_json() if baseline else None)
         if module.check_mode:
-            module.exit_json(summary='check mode: no load sent', **empty)
+            module.exit_json(summary='check mode: no load sent', headline='', **empty)
         name, reason = _choose_client(module)
         runner = _bench_serving_runner(module, load, model) if name == 'bench_serving' else _builtin_runner(module, load)
         samplers = []
@@ -340,7 +345,7 @@ def main():
         empty.update(changed=updated, baseline_updated=updated, result=result.to_json(),
                      verdict=verdict.to_json() if verdict else None, client={'name': name, 'reason': reason},
                      gpu={'error': gpu_error} if gpu_error else None)
-        module.exit_json(summary=bm.summary(result, verdict), **empty)
+        module.exit_json(summary=bm.summary(result, verdict), headline=bm.headline(result, verdict), **empty)
     except bm.BenchmarkError as err:
         module.fail_json(msg=err.msg)
 

@@ -110,7 +110,7 @@ def standin(tmp_path, profile, env=None, extra=()):
 
 
 def wait_ready(proc, url):
-    for _ in range(200):
+    for _attempt in range(200):
         if proc.poll() is not None:
             return proc.returncode
         try:
