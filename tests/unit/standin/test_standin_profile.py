@@ -59,19 +59,31 @@ def test_rate_and_power_between_the_recorded_points():
     assert [sp.interpolate(off['points'], c, 'output_tps') for c in (1, 64, 288, 512, 1024)] == [1867, 1867, 2333.5, 2800, 2800]
     pacer = sp.Pacer(off)
     assert pacer.power() == (60, 600)
-    pacer.begin()
-    assert pacer.power() == (250, 600)
+    with pacer.request():
+        assert pacer.power() == (250, 600)
+    assert pacer.active == 0
 
 
 def test_pacer_hands_out_tokens_at_the_rate():
     now = [100.0]
     slept = []
-    pacer = sp.Pacer({'points': [{'concurrency': 1, 'output_tps': 1000, 'power_w': 1}]}, clock=lambda: now[0],
+    pacer = sp.Pacer({'points': [{'concurrency': 1, 'output_tps': 1000, 'power_w': 1}], 'ttft_ms': 50}, clock=lambda: now[0],
                      sleep=slept.append)
-    pacer.begin()
-    for _chunk in range(4):
-        pacer.take(250)
-    assert slept == [0.25, 0.5, 0.75]   # 1000 tokens at 1000 tok/s: the fourth chunk ends at 1 s
+    with pacer.request():
+        pacer.take(1, first=True)
+        for _chunk in range(3):
+            pacer.take(333)
+    # the prefill, then 1 + 3 x 333 tokens at 1000 tok/s: each chunk waits for the ones before it
+    assert slept == pytest.approx([0.05, 0.001, 0.334, 0.667])
+
+
+def test_without_a_profile_every_token_takes_the_recorded_interval():
+    slept = []
+    rate = sp.FixedRate(20.0, sleep=slept.append)
+    with rate.request():
+        rate.take(1, first=True)
+        rate.take(4)
+    assert slept == pytest.approx([0.05, 0.2]) and rate.chunk_tokens == 1
 
 
 @pytest.mark.parametrize('version', ['0.5.9', '0.5.23'])   # gate in communicator.py (C3) and in add_norm.py (C5)
