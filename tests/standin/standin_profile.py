@@ -175,4 +175,3 @@ def gpu_answer(pacer, gpus):
     watts, limit = pacer.power()
     return {'gpus': gpus, 'power_w': round(watts, 2), 'power_limit_w': limit, 'active_streams': pacer.active,
             'profile_entry': pacer.entry.get('name'), 'note': 'SGLang stand-in: recorded profile figures, not a GPU'}
-

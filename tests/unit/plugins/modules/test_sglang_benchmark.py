@@ -65,8 +65,8 @@ def test_first_result_becomes_the_baseline_and_the_next_is_compared(run_module, 
     first = run_module(args)
     assert first['changed'] is True and first['baseline_updated'] is True and first['baseline'] is None
     assert first['verdict']['status'] == 'first'
-    assert first['client'] == {'name': 'builtin', 'reason': '%s cannot import sglang.bench_serving: '
-                                                             "ModuleNotFoundError: No module named 'sglang'" % sys.executable}
+    reason = "%s cannot import sglang.bench_serving: ModuleNotFoundError: No module named 'sglang'" % sys.executable
+    assert first['client'] == {'name': 'builtin', 'reason': reason}
     # the model comes from the stand-in's /model_info (the recording's model path)
     assert first['result']['model'] == 'poolside/Laguna-S-2.1-INT4'
     level = first['result']['levels'][0]
