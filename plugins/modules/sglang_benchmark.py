@@ -287,7 +287,11 @@ def _sampler_factory(module, samplers):
         return None
 
     def run(argv):
-        return module.run_command(argv, environ_update=C_ENV)
+        # A missing nvidia-smi (no GPU driver) is a missing figure, not a failed benchmark.
+        try:
+            return module.run_command(argv, environ_update=C_ENV, handle_exceptions=False)
+        except OSError as err:
+            return 127, '', '%s: %s' % (argv[0], err)
 
     def factory():
         sampler = bs.GpuSampler(module.params['nvidia_smi'], run)
