@@ -68,7 +68,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils._sglang_traceback im
     structure_alone,
 )
 
-__all__ = ("STAGES", "SIGNATURES", "LogClassifier", "LogFollower", "classify_text", "is_exception_line")
+# STAGES and SIGNATURES are re-exported for the wait and the tests; LogFollower moves to a log-sources module
+__all__ = ("STAGES", "SIGNATURES", "LogClassifier", "classify_text", "is_exception_line")
+
 
 STATE_VERSION = 2
 
