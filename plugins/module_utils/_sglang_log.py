@@ -490,8 +490,9 @@ class _CrashWindow:
     def _await_cause(self, tb, kind, raw, clean, seg, lineno, events, now):
         """A sigquit or C++ terminate decided the crash: wait for the failing rank's traceback or what() line."""
         phrase = phrase_of(clean, seg) if kind is None else None
+        # the failing rank's traceback, a C++ what() line, or an exception line that names the cause on its own
         if kind in ("header", "frame") or (phrase is not None and phrase[0].then == "traceback") \
-                or (kind == "exc" and seg.lstrip().startswith("what():")):
+                or (kind == "exc" and (seg.lstrip().startswith("what():") or specific_class(seg) is not None)):
             tb.started = True
             context_add(self._s.context, raw)
             if kind in ("frame", "exc"):

@@ -94,6 +94,19 @@ def test_sigquit_first_then_the_failing_ranks_traceback_refines(cause, signature
     assert res["root_cause"] == cause and classifier.settled
 
 
+@pytest.mark.parametrize("cause", [
+    "RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 3; 60.00 GiB total capacity)",
+    "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 80.00 MiB.",
+])
+def test_sigquit_first_then_an_exception_line_alone_names_the_cause(cause):
+    text = ("[2031-02-03 04:05:09] Received sigquit from a child process. It usually means the child failed.\n"
+            "[2031-02-03 04:05:09] kill_process_tree called: parent_pid=7, include_parent=True\n" + cause + "\n")
+    classifier = run(text)
+    res = classifier.result()
+    assert (res["status"], res["signature"], res["error_lineno"], res["root_cause"]) == ("crashed", "cuda_oom", 1, cause)
+    assert classifier.settled
+
+
 def test_sigquit_alone_is_not_settled_the_failing_ranks_traceback_is_expected():
     classifier = run("[2031-02-03 04:05:09] Received sigquit from a child process. It usually means the child failed.\n")
     assert classifier.status == "crashed" and classifier.settled is False
