@@ -15,13 +15,13 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_state import TERMINAL, ProgressEvent
 from ansible_collections.llmops.sglang.plugins.modules.wait_for_sglang import argument_spec
 
 display = Display()
 
 MODULE = 'llmops.sglang.wait_for_sglang'
-TERMINAL = ('ready', 'crashed', 'stalled', 'timeout', 'error')
-PER_ROUND_KEYS = ('new_lines', 'new_lines_dropped', 'probes', '_state')
+PER_ROUND_KEYS = ('_events', '_state')
 # Rounds end on a terminal status at once and shortly (2-5 s) after a stage change, so their length only bounds how
 # late new log lines appear at -v and how often a module process is started (CPU, ~0.3 s each) in long, quiet stages.
 ROUND_SECONDS_QUIET = 60.0
@@ -99,7 +99,7 @@ def public_argument_spec():
 
 
 def progress_line(host, res):
-    """The one line printed per stage change (and per 25 % of a progress bar)."""
+    """The line printed for a round's outcome: the stage (and progress) while starting, else the verdict."""
     stage = res.get('stage') or 'start'
     pct = res.get('progress')
     status = res.get('status')
@@ -109,6 +109,39 @@ def progress_line(host, res):
     elif status in ('stalled', 'timeout', 'error'):
         text = '%s at %s' % (status, stage)
     return '%s: %s (%.1fs)' % (host, text, float(res.get('elapsed') or 0.0))
+
+
+class Progress:
+    """Prints one line per host for each stage reached and each quarter of a progress bar, from the module's typed
+    progress events; new log lines at -v, raw probe results at -vvv."""
+
+    def __init__(self, host):
+        self.host = host
+        self.shown = None  # (stage, percent) of the last line printed
+
+    def _print(self, key, line):
+        if key != self.shown:
+            display.display(line)
+            self.shown = key
+
+    def round(self, res):
+        for raw in res.get('_events') or []:
+            event = ProgressEvent.from_json(raw)
+            if event.kind == 'stage' and event.stage != 'ready':  # ready is said by the verdict line
+                self._print((event.stage, None), '%s: %s (%.1fs)' % (self.host, event.stage, event.elapsed))
+            elif event.kind == 'progress':
+                self._print((event.stage, event.percent),
+                            '%s: %s %d%% (%.1fs)' % (self.host, event.stage, event.percent, event.elapsed))
+            elif event.kind == 'line':
+                display.v(event.text, host=self.host)
+            elif event.kind == 'dropped':
+                display.v('(%d more log lines not shown; see log_tail)' % event.count, host=self.host)
+            elif event.kind == 'probe' and display.verbosity >= 3:
+                display.vvv('probe %s' % json.dumps(event.data, sort_keys=True, default=str), host=self.host)
+        if res.get('status') in TERMINAL:
+            self._print(('', res.get('status')), progress_line(self.host, res))
+        elif self.shown is None:  # the first round: say where the start is
+            self._print((res.get('stage') or 'start', res.get('progress')), progress_line(self.host, res))
 
 
 class ActionModule(ActionBase):
@@ -155,7 +188,7 @@ class ActionModule(ActionBase):
         deadline = time.monotonic() + float(new_args.get('timeout') or 1800) + CONTROLLER_GRACE
 
         state = {}
-        last_line = None
+        progress = Progress(host)
         res = {}
         rounds = 0
         try:
@@ -170,11 +203,7 @@ class ActionModule(ActionBase):
                     result['failed'] = True
                     return result
                 state = res['_state']
-                self._show(host, res)
-                line = progress_line(host, res)
-                if line.split(' (', maxsplit=1)[0] != (last_line or '').split(' (', maxsplit=1)[0]:
-                    display.display(line)
-                    last_line = line
+                progress.round(res)
                 if deployment and not check_mode:
                     if res.get('status') in PEER_FAILURES or res.get('status') == 'ready':
                         report_peer_failure(deployment, host, res, new_args.get('node_rank'))
@@ -223,13 +252,3 @@ class ActionModule(ActionBase):
                                'timeout=%ss' % (host, args['deployment'], args.get('timeout')))
                 return res
             time.sleep(0.2)
-
-    @staticmethod
-    def _show(host, res):
-        for line in res.get('new_lines') or []:
-            display.v(line, host=host)
-        if res.get('new_lines_dropped'):
-            display.v('(%d more log lines not shown; see log_tail)' % res['new_lines_dropped'], host=host)
-        if display.verbosity >= 3 and res.get('probes'):
-            for pr in res['probes']:
-                display.vvv('probe %s' % json.dumps(pr, sort_keys=True, default=str), host=host)

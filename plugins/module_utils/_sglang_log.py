@@ -33,8 +33,6 @@ signature, root cause and context; ``settled`` says when nothing more is expecte
 from __future__ import annotations
 
 import dataclasses
-import codecs
-import os
 import re
 import time
 from typing import List, Optional
@@ -831,112 +829,6 @@ class LogClassifier(_StartupEvidence, _LineReader):
 
 
 _USER_PHRASE = PhraseRule(None, "traceback", "", "", (), 0)
-
-
-class LogFollower:
-    """Reads what a (possibly not yet existing, rotated, truncated, or appended) log file gained.
-
-    Stateless between reads (the file is opened, read from the offset and closed each time), so a
-    follower restored from ``to_state()`` in a later module run continues exactly. Detects:
-
-    * the file appearing after the follower was created ("appeared": read from byte 0);
-    * a new file at the path, e.g. logrotate's create mode or a new run ("replaced": new inode, byte 0);
-    * truncation, e.g. logrotate's copytruncate ("truncated": the file is shorter than the offset, or
-      the bytes just before the offset changed, which catches a truncated file that already grew again).
-
-    Other OS errors (permissions) propagate to the caller.
-    """
-
-    _TAIL = 64  # bytes before the offset remembered to recognise the same file content
-
-    def __init__(self, path, offset=None, state=None):
-        self._path = path
-        self._reset_reason = None
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        if state is not None:
-            self._offset = int(state["offset"])
-            self._ino = state.get("ino")
-            self._dev = state.get("dev")
-            self._tail = bytes.fromhex(state.get("tail") or "")
-            pending = bytes.fromhex(state.get("pending") or "")
-            if pending:
-                self._decoder.setstate((pending, 0))
-            return
-        self._ino = None
-        self._dev = None
-        self._tail = b""
-        self._offset = 0
-        try:
-            handle = open(path, "rb")
-        except FileNotFoundError:
-            return
-        with handle:
-            info = os.fstat(handle.fileno())
-            self._ino, self._dev = info.st_ino, info.st_dev
-            self._offset = info.st_size if offset is None else max(0, int(offset))
-            if 0 < self._offset <= info.st_size:
-                start = max(0, self._offset - self._TAIL)
-                handle.seek(start)
-                self._tail = handle.read(self._offset - start)
-
-    @property
-    def path(self):
-        """The followed file's path."""
-        return self._path
-
-    @property
-    def offset(self):
-        """Byte offset up to which the file has been read (int)."""
-        return self._offset
-
-    @property
-    def reset_reason(self):
-        """None, or "appeared", "replaced" or "truncated" when the last read started over at byte 0."""
-        return self._reset_reason
-
-    def to_state(self):
-        """JSON-serialisable dict; ``LogFollower(path, state=...)`` continues exactly."""
-        pending = self._decoder.getstate()[0]
-        return {"offset": self._offset, "ino": self._ino, "dev": self._dev, "tail": self._tail.hex(),
-                "pending": pending.hex()}
-
-    def _restart(self, reason, info):
-        self._reset_reason = reason
-        self._ino, self._dev = info.st_ino, info.st_dev
-        self._offset = 0
-        self._tail = b""
-        self._decoder.reset()
-
-    def read(self, max_bytes=8 * 1024 * 1024):
-        """Return the text (UTF-8, errors replaced) appended since the last read; '' if nothing.
-
-        Reads only new bytes (seek), at most ``max_bytes`` per call; a multi-byte character split by
-        the read boundary is completed on the next call.
-        """
-        self._reset_reason = None
-        try:
-            handle = open(self._path, "rb")
-        except FileNotFoundError:
-            return ""   # not created yet, or rotated away and not recreated yet
-        with handle:
-            info = os.fstat(handle.fileno())
-            if self._ino is None:
-                self._restart("appeared", info)
-            elif (info.st_ino, info.st_dev) != (self._ino, self._dev):
-                self._restart("replaced", info)
-            elif info.st_size < self._offset:
-                self._restart("truncated", info)
-            elif self._tail:
-                handle.seek(self._offset - len(self._tail))
-                if handle.read(len(self._tail)) != self._tail:
-                    self._restart("truncated", info)
-            if info.st_size <= self._offset:
-                return ""
-            handle.seek(self._offset)
-            data = handle.read(max(1, int(max_bytes)))
-        self._offset += len(data)
-        self._tail = (self._tail + data)[-self._TAIL:]
-        return self._decoder.decode(data)
 
 
 def is_exception_line(line):

@@ -386,10 +386,9 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import C_ENV, JournalStream, journal_follow_argv
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import JournalStream, journal_follow_argv
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import C_ENV
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import TERMINAL, WaitParams, WaitRound
-
-PER_ROUND_KEYS = ("new_lines", "new_lines_dropped", "probes")
 
 
 def argument_spec():
@@ -461,7 +460,7 @@ def main():
         argv[0] = bins.get(argv[0], argv[0])
         return module.run_command(argv, environ_update=C_ENV, check_rc=False)
 
-    params = WaitParams(host=p['_host'], **public)
+    params = WaitParams.from_options(public, host=p['_host'])
     state = p['_state']
     driven = state is not None  # called by the action plugin: one round, the plugin decides failure
     if module.check_mode:
@@ -478,11 +477,10 @@ def main():
     wait_round = WaitRound(params, state=(state or None) if isinstance(state, dict) else None, run_command=run_command,
                            journal_stream_factory=stream_factory)
     res = wait_round.run(round_seconds)
-    new_state = res.pop('_state')
-    per_round = dict((k, res.pop(k)) for k in PER_ROUND_KEYS)
-    if driven:
-        res.update(per_round)
-        module.exit_json(changed=False, _state=new_state, invocation=invocation, **res)
+    if driven:  # the round's state and progress events go back to the action plugin
+        module.exit_json(changed=False, invocation=invocation, **res)
+    res.pop('_state')
+    res.pop('_events')
     if module.check_mode or res['status'] == 'ready':
         module.exit_json(changed=False, invocation=invocation, **res)
     if res['status'] not in TERMINAL:  # pragma: no cover - a round without a limit only ends on a terminal status

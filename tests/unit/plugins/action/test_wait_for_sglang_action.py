@@ -117,9 +117,9 @@ def test_ready_prints_one_line_per_stage_and_succeeds(tmp_path, display):
     order = [STAGES.index(s) for s in stages]
     assert order == sorted(order) and len(set(stages)) >= 3
     assert len(lines) == len(set(ln.split(" (")[0] for ln in lines))
-    assert all(k not in res for k in ("_state", "new_lines", "probes"))
+    assert all(k not in res for k in ("_state", "_events"))
     assert len(runner.calls) >= 2 and all(c["_host"] == "node1" for c in runner.calls)
-    assert runner.calls[0]["_state"] == {} and runner.calls[1]["_state"]["v"] == 1
+    assert runner.calls[0]["_state"] == {} and runner.calls[1]["_state"]["v"] == 2
 
 
 def test_crash_fails_the_task_with_the_message(tmp_path, display):

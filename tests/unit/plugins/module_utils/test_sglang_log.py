@@ -25,9 +25,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import (
     SIGNATURES,
     STAGES,
     LogClassifier,
-    LogFollower,
     classify_text,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import LogFollower
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "sglang-logs")
 CASES = sorted(name for name in os.listdir(FIXTURES) if os.path.isdir(os.path.join(FIXTURES, name)))

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log_sources as sources
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
 
 # `systemctl show -p ActiveState,SubState,Result,NRestarts,ExecMainStatus,ExecMainCode,ExecMainPID,InvocationID,MainPID,LoadState`
@@ -172,25 +173,25 @@ JOURNAL_OUT = """[2026-06-11 05:10:02 TP0] Init torch distributed begin.
 
 
 def test_parse_journal_output_and_cursor():
-    text, cursor = probe.parse_journal_output(JOURNAL_OUT)
+    text, cursor = sources.parse_journal_output(JOURNAL_OUT)
     assert text.endswith("avail mem=23.20 GB\n") and text.count("\n") == 2
     assert cursor.startswith("s=6c0ea6ee") and cursor.endswith("x=8c6f3e2d1b0a9f87")
-    assert probe.parse_journal_output("-- No entries --\n") == ("", None)
-    assert probe.parse_journal_output("") == ("", None)
+    assert sources.parse_journal_output("-- No entries --\n") == ("", None)
+    assert sources.parse_journal_output("") == ("", None)
 
 
 def test_journal_argv_after_cursor_and_invocation_match():
-    argv = probe.journal_argv("2f7c0b4c", None)
+    argv = sources.journal_argv("2f7c0b4c", None)
     assert "_SYSTEMD_INVOCATION_ID=2f7c0b4c" in argv and "--after-cursor" not in argv
     assert ["-o", "cat"] == argv[argv.index("-o"):argv.index("-o") + 2] and "--show-cursor" in argv
-    argv = probe.journal_argv("2f7c0b4c", "s=abc")
+    argv = sources.journal_argv("2f7c0b4c", "s=abc")
     assert argv[argv.index("--after-cursor") + 1] == "s=abc"
 
 
 def test_read_journal_keeps_cursor_when_nothing_new():
-    text, cursor, err = probe.read_journal("inv", "s=old", lambda argv: (0, "", ""))
+    text, cursor, err = sources.read_journal("inv", "s=old", lambda argv: (0, "", ""))
     assert (text, cursor, err) == ("", "s=old", None)
-    text, cursor, err = probe.read_journal("inv", None, lambda argv: (0, JOURNAL_OUT, ""))
+    text, cursor, err = sources.read_journal("inv", None, lambda argv: (0, JOURNAL_OUT, ""))
     assert "Load weight begin" in text and cursor.startswith("s=6c0e") and err is None
 
 
@@ -338,24 +339,24 @@ JSON_BYTES = ('{"__CURSOR":"s=6c0ea6ee3c9f4d0b8b1f1d0e0b6a8c11;i=1a30;b=0f3e8a7c
 
 
 def test_parse_journal_json_line():
-    assert probe.parse_journal_json_line(JSON_TEXT) == (
+    assert sources.parse_journal_json_line(JSON_TEXT) == (
         "[2026-06-11 05:10:02 TP0] Init torch distributed begin.",
         "s=6c0ea6ee3c9f4d0b8b1f1d0e0b6a8c11;i=1a2f;b=0f3e8a7c;m=2c1d0e;t=61e3d2c1b0a09;x=8c6f3e2d1b0a9f87")
-    msg, cursor = probe.parse_journal_json_line(JSON_BYTES)
+    msg, cursor = sources.parse_journal_json_line(JSON_BYTES)
     assert msg == BAR and cursor.endswith("x=1d2c3b4a59687766")
-    assert probe.parse_journal_json_line('{"__CURSOR":"s=1"}') == (None, "s=1")
+    assert sources.parse_journal_json_line('{"__CURSOR":"s=1"}') == (None, "s=1")
 
 
 def test_journal_follow_argv():
-    argv = probe.journal_follow_argv("2f7c0b4c", "s=abc")
+    argv = sources.journal_follow_argv("2f7c0b4c", "s=abc")
     assert "--follow" in argv and "--lines=all" in argv and argv[argv.index("-o") + 1] == "json"
     assert argv[argv.index("--after-cursor") + 1] == "s=abc" and argv[-1] == "_SYSTEMD_INVOCATION_ID=2f7c0b4c"
-    assert "--after-cursor" not in probe.journal_follow_argv("2f7c0b4c")
+    assert "--after-cursor" not in sources.journal_follow_argv("2f7c0b4c")
 
 
 def test_journal_stream_over_a_real_pipe_counts_only_complete_entries():
     rfd, wfd = os.pipe()
-    stream = probe.JournalStream(rfd)
+    stream = sources.JournalStream(rfd)
     try:
         assert stream.read() == ("", None, False)
         os.write(wfd, (JSON_TEXT + "\n" + JSON_BYTES[:40]).encode())

@@ -22,7 +22,11 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait as wait
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import classify_text
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import JournalStream
+from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait_decide as decide_rules
+from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait_observe as observe
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import WaitParams, WaitRound
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_report import CRASH_HINTS, root_cause
 
 CORPUS = Path(__file__).resolve().parents[3] / "fixtures" / "sglang-logs"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "server.log").is_file())
@@ -350,7 +354,7 @@ def test_stall_off_gives_timeout(tmp_path):
 # ------------------------------------------------------------------------------------------------ node rank >= 1
 
 def test_node_rank_1_ready_after_kv_cache_and_quiet(tmp_path, monkeypatch):
-    monkeypatch.setattr(wait, "RANK_SETTLE_SECONDS", 0.5)
+    monkeypatch.setattr(decide_rules, "RANK_SETTLE_SECONDS", 0.5)
     text = ("[2026-06-11 05:10:02 TP8] Init torch distributed begin.\n"
             "[2026-06-11 05:10:04 TP8] Load weight begin. avail mem=78.20 GB\n"
             "[2026-06-11 05:11:04 TP8] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=12.1 GB\n"
@@ -469,17 +473,45 @@ def test_zero_second_round_is_one_probe_pass(tmp_path):
     assert res["msg"].startswith("SGLang on ") and "still starting" in res["msg"]
 
 
+class FakeTime:
+    """Injected clock and sleeper: time moves only when the round sleeps (plus `tick` per clock read, to stand for
+    the CPU time of reading); `at` runs callbacks once the fake time reaches them."""
+
+    def __init__(self, tick=0.0):
+        self.now, self.tick, self.pending, self.sleeps = 1000.0, tick, [], []
+
+    def clock(self):
+        self.now += self.tick
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+        for item in [p for p in self.pending if p[0] <= self.now]:
+            self.pending.remove(item)
+            item[1]()
+
+    def at(self, delay, func):
+        self.pending.append((self.now + delay, func))
+
+
+def line_events(res):
+    return [e["text"] for e in res["_events"] if e["kind"] == "line"]
+
+
 def test_round_returns_early_on_stage_change(tmp_path):
     log = tmp_path / "server.log"
     log.write_text("")
     params = WaitParams(log_path=str(log), timeout=100, sleep=0.25)
-    threading.Timer(0.3, lambda: log.open("a", encoding="utf-8").write("[2026-06-11 05:10:02 TP0] Init torch distributed begin.\n")).start()
-    t0 = time.monotonic()
-    res = WaitRound(params).run(10)
-    took = time.monotonic() - t0
+    ft = FakeTime()
+    ft.at(0.3, lambda: log.open("a", encoding="utf-8").write("[2026-06-11 05:10:02 TP0] Init torch distributed begin.\n"))
+    t0 = ft.now
+    res = WaitRound(params, clock=ft.clock, sleeper=ft.sleep).run(10)
+    took = ft.now - t0
     # returns LINGER seconds after the change (so a crash right after a stage line is caught in the same round)
-    assert res["stage"] == "init_distributed" and wait.LINGER + 0.25 <= took < wait.LINGER + 0.3 + 0.5
-    assert res["new_lines"] == ["[2026-06-11 05:10:02 TP0] Init torch distributed begin."]
+    assert res["stage"] == "init_distributed" and wait.LINGER + 0.3 <= took <= wait.LINGER + 0.3 + wait.INNER_POLL * 2
+    assert line_events(res) == ["[2026-06-11 05:10:02 TP0] Init torch distributed begin."]
+    assert [(e["kind"], e["stage"]) for e in res["_events"] if e["kind"] == "stage"] == [("stage", "init_distributed")]
 
 
 def test_log_reading_is_incremental(tmp_path):
@@ -495,8 +527,8 @@ def test_log_reading_is_incremental(tmp_path):
     res = WaitRound(params, state=state).run(0.5)
     state = res.pop("_state")
     assert res["stage"] == "init_distributed"
-    assert state["bytes_read"] == len("[2026-06-11 05:10:02 TP0] Init torch distributed begin.\n")
-    assert res["log_offset_end"] == 64 * 1024 * 1024 + state["bytes_read"]
+    assert state["log"]["bytes_read"] == len("[2026-06-11 05:10:02 TP0] Init torch distributed begin.\n")
+    assert res["log_offset_end"] == 64 * 1024 * 1024 + state["log"]["bytes_read"]
 
 
 def test_crash_message_shape(tmp_path):
@@ -509,7 +541,7 @@ def test_crash_message_shape(tmp_path):
     assert res["msg"].startswith("SGLang on node1 crashed after ")
     assert " at stage %s: %s: \"" % (exp["stage"], exp["signature"]) in res["msg"]
     assert "(log %s, line %d)" % (log, line_no) in res["msg"]
-    assert wait.CRASH_HINTS[exp["signature"]] in res["msg"]
+    assert CRASH_HINTS[exp["signature"]] in res["msg"]
     assert res["error_lineno"] == line_no and res["error_context"]
 
 
@@ -525,9 +557,9 @@ def test_monotonic_clock_reset_between_rounds_restarts_the_clock(tmp_path):
 
 
 def test_display_line_strips_ansi_and_cr_segments():
-    assert wait._display_line("\x1b[32mINFO\x1b[0m x") == "INFO x"
-    assert wait._display_line("a 10%\rb 20%\r") == "b 20%"
-    assert len(wait._display_line("x" * 5000)) == wait.MAX_LINE_CHARS + 3
+    assert observe.display_line("\x1b[32mINFO\x1b[0m x") == "INFO x"
+    assert observe.display_line("a 10%\rb 20%\r") == "b 20%"
+    assert len(observe.display_line("x" * 5000)) == observe.MAX_LINE_CHARS + 3
 
 
 def test_sigkill_of_writer_without_log_proof_is_detected(tmp_path):
@@ -561,8 +593,8 @@ def test_stage_times_come_from_the_log_timestamps_when_the_whole_log_is_read_at_
 
 def test_health_only_fallback_for_a_server_that_logs_above_info(tmp_path, server, monkeypatch):
     """--log-level warning: no stage lines and no ready line; /health 200 for HEALTH_ONLY_SECONDS with a silent log."""
-    monkeypatch.setattr(wait, "HEALTH_ONLY_SECONDS", 0.6)
-    monkeypatch.setattr(wait, "SLOW_HTTP_PROBE", 0.1)
+    monkeypatch.setattr(decide_rules, "HEALTH_ONLY_SECONDS", 0.6)
+    monkeypatch.setattr(observe, "SLOW_HTTP_PROBE", 0.1)
     log = tmp_path / "server.log"
     log.write_text("")
     server.healthy.set()
@@ -577,8 +609,8 @@ def test_health_only_fallback_for_a_server_that_logs_above_info(tmp_path, server
 
 def test_health_200_with_a_busy_log_is_not_ready_without_the_ready_line(tmp_path, server, monkeypatch):
     """A server whose log still progresses (an old server answering on the port?) is never taken for ready by /health."""
-    monkeypatch.setattr(wait, "HEALTH_ONLY_SECONDS", 0.6)
-    monkeypatch.setattr(wait, "SLOW_HTTP_PROBE", 0.1)
+    monkeypatch.setattr(decide_rules, "HEALTH_ONLY_SECONDS", 0.6)
+    monkeypatch.setattr(observe, "SLOW_HTTP_PROBE", 0.1)
     log = tmp_path / "server.log"
     log.write_text("")
     server.healthy.set()
@@ -678,7 +710,7 @@ class PipeJournal:
         th = threading.Thread(target=feed, daemon=True)
         th.start()
         self.threads.append(th)
-        return wait.probe.JournalStream(rfd)
+        return JournalStream(rfd)
 
 
 def test_streamed_journal_across_rounds_resumes_at_the_cursor():
@@ -690,12 +722,12 @@ def test_streamed_journal_across_rounds_resumes_at_the_cursor():
     params = WaitParams(unit="sglang.service", timeout=30, sleep=0.05, host="node1")
     res = WaitRound(params, run_command=rec, journal_stream_factory=journal).run(0.2)
     state = json.loads(json.dumps(res.pop("_state")))
-    assert res["status"] == "starting" and state["journal_cursor"]
+    assert res["status"] == "starting" and state["log"]["journal_cursor"]
     res = WaitRound(params, state=state, run_command=rec, journal_stream_factory=journal).run(None)
     assert res["status"] == "crashed" and res["signature"] == exp["signature"]
     assert res["error_line"] == exp["first_error_line"]
     assert journal.calls[0] == ("2f7c0b4c6d0e4b1a9c3e5f7a8b9c0d1e", None)
-    assert journal.calls[1] == ("2f7c0b4c6d0e4b1a9c3e5f7a8b9c0d1e", state["journal_cursor"])
+    assert journal.calls[1] == ("2f7c0b4c6d0e4b1a9c3e5f7a8b9c0d1e", state["log"]["journal_cursor"])
     assert not any(os.path.basename(c[0]) == "journalctl" for c in rec.calls)  # no polling while streaming
     # every line exactly once across the two rounds
     assert res["error_lineno"] == corpus_bytes(case).decode().split("\n").index(exp["first_error_line"]) + 1
@@ -724,7 +756,7 @@ def test_stream_that_cannot_start_falls_back_to_polling():
       '  File "/sgl-workspace/sglang/python/sglang/srt/managers/scheduler.py", line 240, in __init__'], None),
 ])
 def test_root_cause_is_the_last_exception_line_of_the_traceback(context, cause):
-    assert wait.root_cause(context) == cause
+    assert root_cause(context) == cause
 
 
 def test_crash_message_names_the_root_cause_below_a_bare_traceback_header(tmp_path):

@@ -86,7 +86,7 @@ def test_direct_call_without_state_loops_until_ready(tmp_path):
     th.join()
     assert rc == 0 and res["status"] == "ready" and res["ready"] is True and not res.get("failed")
     assert [s["stage"] for s in res["stages"]][-1] == "ready" and res["elapsed"] > 0
-    assert "_state" not in res and "new_lines" not in res
+    assert "_state" not in res and "_events" not in res
 
 
 def test_crash_fails_with_structured_context(tmp_path):
@@ -121,7 +121,7 @@ def test_driven_round_returns_state_and_never_fails(tmp_path):
     assert rc == 0 and not res.get("failed") and res["status"] == "crashed"
     assert isinstance(res["_state"], dict) and res["_state"]["classifier"]["status"] == "crashed"
     assert res["msg"].startswith("SGLang on node7 crashed")
-    assert "new_lines" in res and "_state" not in res["invocation"]["module_args"]
+    assert any(e["kind"] == "line" for e in res["_events"]) and "_state" not in res["invocation"]["module_args"]
 
 
 @pytest.mark.parametrize("args, words", [
