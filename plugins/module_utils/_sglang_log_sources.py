@@ -20,7 +20,7 @@ import json
 import os
 import subprocess
 
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import C_ENV, default_run_command
+from ansible_collections.llmops.sglang.plugins.module_utils._command import C_ENV, local_run
 
 
 class LogSourceError(Exception):
@@ -163,7 +163,7 @@ def parse_journal_output(text):
 
 def read_journal(invocation_id, cursor=None, run_command=None, journalctl="journalctl"):
     """Return (text, new_cursor, error) for the messages after cursor of one invocation."""
-    run_command = run_command or default_run_command
+    run_command = run_command or local_run
     rc, out, err = run_command(journal_argv(invocation_id, cursor, journalctl))
     if rc != 0:
         return "", cursor, "journalctl failed (rc=%s): %s" % (rc, (err or out).strip())
@@ -356,7 +356,7 @@ class JournalPollSource(LogSource):
 
     def __init__(self, log_state, run_command=None, every=0.25, probes=None):
         self.log_state = log_state
-        self.run_command = run_command or default_run_command
+        self.run_command = run_command or local_run
         self.every = every
         self.probes = probes if probes is not None else []
         self._next = 0.0

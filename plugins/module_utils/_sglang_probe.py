@@ -15,59 +15,19 @@ import json
 import os
 import socket
 import ssl
-import subprocess
 import time
 
 from urllib.error import HTTPError, URLError
 from urllib.request import HTTPSHandler, ProxyHandler, Request, build_opener
 
+from ansible_collections.llmops.sglang.plugins.module_utils import _systemd
+
 UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "NRestarts", "ExecMainStatus", "ExecMainCode",
                    "ExecMainPID", "InvocationID", "MainPID", "LoadState")
-_INT_PROPERTIES = ("NRestarts", "ExecMainStatus", "ExecMainCode", "ExecMainPID", "MainPID")
-
-C_ENV = {"LC_ALL": "C", "LANGUAGE": "C", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"}
-
-
-def default_run_command(argv):
-    """Run argv without a shell; return (rc, stdout, stderr) like AnsibleModule.run_command."""
-    env = dict(os.environ)
-    env.update(C_ENV)
-    try:
-        # Fallback for callers without an AnsibleModule (run_round, benchmarks); the module passes module.run_command.
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False,  # pylint: disable=ansible-bad-function
-                              stdin=subprocess.DEVNULL)
-    except OSError as exc:
-        return 127, "", str(exc)
-    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # systemd unit
 # ---------------------------------------------------------------------------------------------------------------
-
-def systemctl_show_argv(unit, systemctl="systemctl"):
-    return [systemctl, "show", "--no-pager", "-p", ",".join(UNIT_PROPERTIES), "--", unit]
-
-
-def parse_systemctl_show(text):
-    """Parse ``systemctl show`` KEY=VALUE output into a dict; integer properties become int (None if empty)."""
-    props = {}
-    for line in (text or "").splitlines():
-        if "=" not in line:
-            continue
-        key, value = line.split("=", 1)
-        key = key.strip()
-        if not key:
-            continue
-        if key in _INT_PROPERTIES:
-            try:
-                props[key] = int(value.strip())
-            except ValueError:
-                props[key] = None
-        else:
-            props[key] = value.strip()
-    return props
-
 
 def unit_baseline(props):
     """What to remember from the first observation of the unit."""
@@ -122,13 +82,12 @@ def unit_verdict(props, baseline):
     return False, None, None
 
 
-def show_unit(unit, run_command=None, systemctl="systemctl"):
-    """Run ``systemctl show`` for unit; returns (props, error)."""
-    run_command = run_command or default_run_command
-    rc, out, err = run_command(systemctl_show_argv(unit, systemctl))
-    if rc != 0:
-        return {}, "systemctl show %s failed (rc=%s): %s" % (unit, rc, (err or out).strip())
-    return parse_systemctl_show(out), None
+def show_unit(unit, run_command, systemctl="systemctl"):
+    """The unit's UNIT_PROPERTIES now (through the collection's one systemctl show reader); returns (props, error)."""
+    try:
+        return _systemd.show(unit, UNIT_PROPERTIES, run_command, systemctl), None
+    except _systemd.SystemdError as exc:
+        return {}, exc.msg
 
 
 # ---------------------------------------------------------------------------------------------------------------

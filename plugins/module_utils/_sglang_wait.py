@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
+from ansible_collections.llmops.sglang.plugins.module_utils._command import local_run
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import LogClassifier
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import LogSourceError, open_source
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_decide import Observation, decide
@@ -93,7 +93,7 @@ class WaitRound:
         self.state = WaitState.restore(state, clock())
         self.events = Events()
         self.classifier = LogClassifier(params.crash_patterns, params.ignore_patterns, state=self.state.classifier)
-        run_command = run_command or probe.default_run_command
+        run_command = run_command or local_run
         self.source = None
         try:
             self.source = open_source(params.log_path, params.log_offset, params.unit, self.state.log, run_command,
@@ -183,7 +183,7 @@ class WaitRound:
         return Observation(
             elapsed=now - st.start, since_change=now - st.last_change, quiet_for=now - st.quiet_since,
             log_watched=self.source is not None, log_status=c.status, log_stage=c.stage,
-            settled=bool(getattr(c, "settled", False)), process_watched=bool(self.p.pid or self.p.unit),
+            settled=c.settled, process_watched=bool(self.p.pid or self.p.unit),
             exited_for=None if exited_at is None else max(0.0, now - exited_at),
             crash_for=None if st.crash_at is None else now - st.crash_at,
             health=health, health_ok_for=None if st.http.ok_since is None else now - st.http.ok_since,
@@ -211,8 +211,7 @@ class WaitRound:
             st.exit_concluded = True
         elif act == "ask_log_quiet":
             st.log_quiet_asked = st.quiet_since
-            log_quiet = getattr(c, "log_quiet", None)  # until the classifier has it: no log-only crash rule
-            if log_quiet is not None and log_quiet(now=now) and c.status == "crashed":
+            if c.log_quiet(now=now) and c.status == "crashed":
                 st.log_only_crash = True
 
     # ---------------------------------------------------------------------------------------------- report

@@ -83,6 +83,7 @@ class Report:
         self.state = state
         self.kind = source_kind
         self.tail = tail
+        self.cause = None
 
     def where(self, lineno):
         if self.kind == "file":
@@ -145,6 +146,7 @@ class Report:
             "progress": st.log.progress,
             "exited": st.exited.public() if st.exited is not None else None,
         }
+        self.cause = res.get("root_cause") or root_cause(out["error_context"])
         out["msg"] = self.message(out, res.get("last_line"))
         return out
 
@@ -180,7 +182,7 @@ class Report:
             msg += ': "%s" (%s)' % (short(out["error_line"]), self.where(out["error_lineno"]))
         elif exited is not None:
             msg += " (%s; %s)" % (exited.reason, self.where(None))
-        cause = root_cause(out["error_context"])
+        cause = self.cause
         if cause and cause != short(out["error_line"]):
             msg += '; root cause: "%s"' % short(cause)
         if exited is not None and out["error_line"]:

@@ -387,7 +387,7 @@ import socket
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import JournalStream, journal_follow_argv
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import C_ENV
+from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import TERMINAL, WaitParams, WaitRound
 
 
@@ -455,10 +455,12 @@ def main():
                                  invocation=invocation)
             bins[name] = path
 
-    def run_command(argv):
+    runner = module_runner(module)
+
+    def run_command(argv, data=None):
         argv = list(argv)
         argv[0] = bins.get(argv[0], argv[0])
-        return module.run_command(argv, environ_update=C_ENV, check_rc=False)
+        return runner(argv, data)
 
     params = WaitParams.from_options(public, host=p['_host'])
     state = p['_state']

@@ -19,6 +19,7 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log_sources as sources
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
+from ansible_collections.llmops.sglang.plugins.module_utils._systemd import parse_show
 
 # `systemctl show -p ActiveState,SubState,Result,NRestarts,ExecMainStatus,ExecMainCode,ExecMainPID,InvocationID,MainPID,LoadState`
 # prints the properties in systemd's own order (service properties first, then unit properties), as below (systemd 252).
@@ -103,27 +104,27 @@ InvocationID=
 SHOW_START_PRE = SHOW_RUNNING.replace("ActiveState=active", "ActiveState=activating").replace("SubState=running", "SubState=start-pre")
 
 
-def test_parse_systemctl_show_types():
-    props = probe.parse_systemctl_show(SHOW_FAILED_EXIT1)
-    assert props["ActiveState"] == "failed"
-    assert props["ExecMainStatus"] == 1 and isinstance(props["NRestarts"], int)
-    assert props["InvocationID"] == "2f7c0b4c6d0e4b1a9c3e5f7a8b9c0d1e"
-    empty = probe.parse_systemctl_show(SHOW_NEVER_STARTED)
-    assert empty["InvocationID"] == ""
-    assert probe.parse_systemctl_show("garbage without equals\n=x\n") == {}
+def test_show_unit_reads_every_property_through_the_one_systemctl_reader():
+    calls = []
 
-
-def test_systemctl_argv_has_every_property_and_no_shell():
-    argv = probe.systemctl_show_argv("sglang.service")
+    def run(argv, data=None):
+        calls.append(argv)
+        return 0, SHOW_FAILED_EXIT1, ""
+    props, err = probe.show_unit("sglang.service", run)
+    assert err is None and props["ActiveState"] == "failed" and props["ExecMainStatus"] == 1
+    argv = calls[0]
     assert argv[:2] == ["systemctl", "show"] and argv[-1] == "sglang.service" and argv[-2] == "--"
-    props = argv[argv.index("-p") + 1].split(",")
-    for name in ("ActiveState", "SubState", "Result", "NRestarts", "ExecMainStatus", "ExecMainPID", "InvocationID", "MainPID"):
-        assert name in props
+    assert argv[argv.index("-p") + 1].split(",") == list(probe.UNIT_PROPERTIES)
+
+
+def test_show_unit_failure_is_an_error_text_not_an_exception():
+    props, err = probe.show_unit("sglang.service", lambda argv, data=None: (1, "", "Failed to connect to bus"))
+    assert props == {} and "systemctl show sglang.service failed (rc=1)" in err and "Failed to connect to bus" in err
 
 
 def _verdict(text, baseline_text=None):
-    baseline = probe.unit_baseline(probe.parse_systemctl_show(baseline_text)) if baseline_text else None
-    return probe.unit_verdict(probe.parse_systemctl_show(text), baseline)
+    baseline = probe.unit_baseline(parse_show(baseline_text)) if baseline_text else None
+    return probe.unit_verdict(parse_show(text), baseline)
 
 
 @pytest.mark.parametrize("text, baseline, crashed, words, code", [
@@ -313,13 +314,6 @@ def test_parse_models_rejects_other_json():
     assert probe.parse_models('{"detail": "Not Found"}') is None
     assert probe.parse_models("not json") is None
     assert probe.parse_models('{"data": [{"id": "a"}, {"id": "b"}, {"x": 1}]}') == ["a", "b"]
-
-
-def test_default_run_command_runs_without_shell():
-    rc, out, err = probe.default_run_command([sys.executable, "-c", "import os; print(os.environ['LC_ALL'])"])
-    assert rc == 0 and out.strip() == "C"
-    rc, out, err = probe.default_run_command(["/nonexistent/systemctl", "show"])
-    assert rc == 127 and err
 
 
 def test_https_refused_reports_error_without_raising():
