@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 import ansible_collections.llmops.sglang as collection
+from wait_live import module_following
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "sglang-logs"
@@ -84,26 +85,6 @@ def run_playbook(tmp_path, wait_args, verbosity=0, check=False, timeout=180, inv
     return proc, json.loads(result_file.read_text()), took
 
 
-def module_started(remote_tmp, timeout):
-    """Wait until this test's wait_for_sglang module process runs (ansible-playbook start-up time varies with load);
-    its AnsiballZ file lives under this test's ANSIBLE_REMOTE_TMP."""
-    marker = str(remote_tmp).encode()
-    t_end = time.monotonic() + timeout
-    while time.monotonic() < t_end:
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    cmdline = f.read()
-                    if b"AnsiballZ_wait_for_sglang" in cmdline and marker in cmdline:
-                        return True
-            except OSError:
-                continue
-        time.sleep(0.05)
-    return False
-
-
 class Writer(threading.Thread):
     """Appends a corpus log line by line (keeping CR progress bars and a missing final newline as they are)."""
 
@@ -115,7 +96,8 @@ class Writer(threading.Thread):
 
     def run(self):
         if self.start_after:
-            assert module_started(self.remote_tmp, timeout=60)
+            # start writing only once the module is in its wait loop (its follower exists), whatever the load
+            assert module_following(self.remote_tmp, timeout=60)
         time.sleep(self.start_after)
         if self.before:
             self.before()
@@ -160,12 +142,12 @@ def test_file_appearing_late(tmp_path):
     case = "rocm-tp2-multimodal-ready-no-cuda-graph"
     log = tmp_path / "logs" / "server.log"
     log.parent.mkdir()
-    w = Writer(log, corpus(case), start_after=1.0, remote_tmp=tmp_path / "ansible-remote")
+    w = Writer(log, corpus(case), start_after=0.3, remote_tmp=tmp_path / "ansible-remote")
     w.start()
     proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "timeout": 60, "stall_timeout": 30})
     w.join()
     assert proc.returncode == 0, proc.stdout
-    assert res["status"] == "ready" and res["elapsed"] >= 0.5
+    assert res["status"] == "ready" and res["log_reset"] == "appeared" and res["elapsed"] >= 0.3
 
 
 def test_truncation_of_an_old_log_mid_wait(tmp_path):
@@ -405,3 +387,26 @@ def test_over_ssh_crash_with_pid_watch(tmp_path, ssh_host):
         child.wait()
     assert res["status"] == "crashed" and (res["signature"], res["error_line"]) == (exp["signature"], exp["first_error_line"])
     assert res["msg"].startswith("SGLang on node1 crashed after ")
+
+
+def big_backlog(path, size):
+    """A log of one run that never gets ready: the stage lines of a real recording, then its loading and capture
+    lines repeated up to `size` bytes (what a long multi-rank start with chatty progress bars leaves)."""
+    lines = corpus("tp2-stuck-in-cuda-graph-capture").splitlines(True)
+    body = b"".join(ln for ln in lines if b"ready to roll" not in ln)
+    with open(path, "wb") as f:
+        written = 0
+        while written < size:
+            f.write(body)
+            written += len(body)
+
+
+def test_timeout_holds_over_a_256_mib_backlog(tmp_path):
+    """log_offset=0 on a 256 MiB log with timeout=10: the wait reads the backlog in bounded chunks, checks its deadline
+    between them and returns within timeout + 2 s, however much is left unread."""
+    log = tmp_path / "server.log"
+    big_backlog(log, 256 * 1024 * 1024)
+    proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 10, "stall_timeout": 0})
+    assert res["status"] == "timeout", proc.stdout
+    assert res["elapsed"] <= 10 + 2, res["elapsed"]
+    assert 0 < res["log_offset_end"] <= log.stat().st_size

@@ -1,0 +1,204 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Live replay of every case of the SGLang log corpus through the real module, the way it runs.
+
+A writer PROCESS appends the recorded log line by line (LINE_DELAY seconds a line) into a file while real
+`ansible-playbook` runs llmops.sglang.wait_for_sglang on it; the writer starts only once the module is in its wait
+loop. Two modes per case:
+
+* ``log``: log_path alone (a server started with nohup, no pid passed);
+* ``pid``: also the pid of the writer, which exits right after the last line of a crashed recording (SIGKILLs itself
+  for a silent kill) and lives on for ready and stalled ones.
+
+Each case must end with the recorded outcome, stage, signature and exact first error line. Detection latency (the
+module's decision, seen as its process ending, minus the time the writer wrote the ready line or the last line of a
+crash) is bounded per case here; with LLMOPS_REPLAY_RESULTS=<dir> every run writes its record there, and
+``python tests/integration/test_wait_for_sglang_live_replay.py <dir>`` prints the matrix and the median latencies.
+
+Run: PYTHONPATH=<dir holding ansible_collections> python -m pytest -n 4 tests/integration/test_wait_for_sglang_live_replay.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wait_live (conftest does it under pytest)
+from wait_live import ModuleWatch, module_following  # noqa: E402  pylint: disable=wrong-import-position
+
+try:
+    import ansible_collections.llmops.sglang as collection
+    COLLECTIONS_PATH = Path(list(collection.__path__)[0]).parents[2]
+except ImportError:  # the summary (__main__) needs no collection
+    COLLECTIONS_PATH = None
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "fixtures" / "sglang-logs"
+CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "expected.json").is_file())
+PLAYBOOK_BIN = shutil.which("ansible-playbook", path=os.path.dirname(sys.executable)) or shutil.which("ansible-playbook")
+LINE_DELAY = 0.003
+STALL_TIMEOUT = 4
+READY_MARK = b"The server is fired up and ready to roll"
+
+pytestmark = pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook is not installed next to this python")
+
+PLAYBOOK = """
+- name: Wait for SGLang
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Wait for the server
+      llmops.sglang.wait_for_sglang: "{{ wait_args }}"
+      register: sglang_wait
+      ignore_errors: true  # the test reads the registered result
+
+    - name: Save the result for the test
+      ansible.builtin.copy:
+        content: "{{ sglang_wait | to_json }}"
+        dest: "{{ result_file }}"
+        mode: "0644"
+"""
+
+# The writer: waits for a line on stdin (the module is following), appends the log line by line, records when it
+# wrote the ready line and the last line, then ends as the recording did.
+WRITER = r"""
+import json, os, signal, sys, time
+path, src, start, delay, end, times = sys.argv[1:7]
+data = open(src, "rb").read()[int(start):]
+sys.stdin.readline()
+t = {"ready": None, "last": None}
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+for line in data.splitlines(True):
+    os.write(fd, line)
+    if t["ready"] is None and b"The server is fired up and ready to roll" in line:
+        t["ready"] = time.monotonic()
+    time.sleep(float(delay))
+t["last"] = time.monotonic()
+os.close(fd)
+with open(times + ".tmp", "w") as f:
+    json.dump(t, f)
+os.replace(times + ".tmp", times)
+if end == "exit1":
+    sys.exit(1)
+if end == "kill":
+    os.kill(os.getpid(), signal.SIGKILL)
+time.sleep(600)
+"""
+
+
+def expected(case):
+    return json.loads((CORPUS / case / "expected.json").read_text())
+
+
+def writer_end(exp):
+    if exp["outcome"] != "crashed":
+        return "hang"
+    return "kill" if exp["signature"] == "silent_exit" else "exit1"
+
+
+def start_playbook(tmp_path, wait_args):
+    (tmp_path / "wait.yml").write_text(PLAYBOOK)
+    extra = {"wait_args": wait_args, "result_file": str(tmp_path / "result.json"), "ansible_python_interpreter": sys.executable}
+    (tmp_path / "extra.json").write_text(json.dumps(extra))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"),
+               ANSIBLE_REMOTE_TMP=str(tmp_path / "ansible-remote"))
+    argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(tmp_path / "wait.yml"), "-e", "@%s" % (tmp_path / "extra.json")]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def replay(tmp_path, case, mode):
+    """Run one live replay; returns (result, record)."""
+    exp = expected(case)
+    log = tmp_path / "server.log"
+    data = (CORPUS / case / "server.log").read_bytes()
+    start = exp.get("new_run_offset_bytes") or 0
+    log.write_bytes(data[:start])  # an earlier run appended to the same file (derived cases)
+    args = {"log_path": str(log), "log_offset": exp.get("stale_offset_bytes") or start, "timeout": 90,
+            "stall_timeout": STALL_TIMEOUT}
+    times = tmp_path / "times.json"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(CORPUS / case / "server.log"), str(start),
+                               str(LINE_DELAY), writer_end(exp), str(times)], stdin=subprocess.PIPE)
+    if mode == "pid":
+        args["pid"] = writer.pid
+    try:
+        play = start_playbook(tmp_path, args)
+        assert module_following(tmp_path / "ansible-remote"), "the module never started following"
+        writer.stdin.write(b"go\n")
+        writer.stdin.flush()
+        watch = ModuleWatch(tmp_path / "ansible-remote")
+        th = threading.Thread(target=watch.run_until, args=(lambda: play.poll() is not None,), daemon=True)
+        th.start()
+        out, _ = play.communicate(timeout=240)
+        th.join()
+        t_end = time.monotonic() + 30
+        while not times.exists() and exp["outcome"] != "stalled" and time.monotonic() < t_end:
+            time.sleep(0.05)
+    finally:
+        writer.kill()
+        writer.wait()
+    assert (tmp_path / "result.json").exists(), out
+    res = json.loads((tmp_path / "result.json").read_text())
+    t = json.loads(times.read_text()) if times.exists() else {}
+    proof = t.get("ready") if exp["outcome"] == "ready" else t.get("last")
+    latency = None if proof is None or watch.last_seen is None else round(max(0.0, watch.last_seen - proof), 3)
+    record = {"case": case, "mode": mode, "expected": {k: exp[k] for k in ("outcome", "stage", "signature", "first_error_line")},
+              "got": {"outcome": res["status"], "stage": res["stage"], "signature": res["signature"],
+                      "first_error_line": res["error_line"]},
+              "latency": latency, "msg": res["msg"]}
+    out_dir = os.environ.get("LLMOPS_REPLAY_RESULTS")
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        Path(out_dir, "%s-%s.json" % (case, mode)).write_text(json.dumps(record))
+    return res, record
+
+
+@pytest.mark.parametrize("mode", ["log", "pid"])
+@pytest.mark.parametrize("case", CASES)
+def test_live_replay(tmp_path, case, mode):
+    exp = expected(case)
+    res, record = replay(tmp_path, case, mode)
+    assert record["got"] == record["expected"], res["msg"]
+    if exp["outcome"] == "crashed" and mode == "log" and "no process was watched" in res["msg"]:
+        assert "pass pid (or unit)" in res["msg"]
+    # per case bounds; the medians are what docs/wait_for_sglang.md reports (run the summary)
+    if exp["outcome"] == "ready":
+        assert record["latency"] is not None and record["latency"] < 1.0, record
+    elif exp["outcome"] == "crashed":
+        assert record["latency"] is not None and record["latency"] < 4.0, record
+
+
+def summary(results_dir):
+    """The matrix (right out of N per field and mode) and the median latencies."""
+    records = [json.loads(p.read_text()) for p in sorted(Path(results_dir).glob("*.json"))]
+    for mode in ("log", "pid"):
+        rs = [r for r in records if r["mode"] == mode]
+        if not rs:
+            continue
+        right = dict((k, sum(1 for r in rs if r["got"][k] == r["expected"][k]))
+                     for k in ("outcome", "stage", "signature", "first_error_line"))
+        false_ready = sum(1 for r in rs if r["got"]["outcome"] == "ready" and r["expected"]["outcome"] != "ready")
+        false_crash = sum(1 for r in rs if r["got"]["outcome"] == "crashed" and r["expected"]["outcome"] != "crashed")
+        lat = [r["latency"] for r in rs if r["latency"] is not None]
+        lat_ready = [r["latency"] for r in rs if r["latency"] is not None and r["expected"]["outcome"] == "ready"]
+        lat_crash = [r["latency"] for r in rs if r["latency"] is not None and r["expected"]["outcome"] == "crashed"]
+        print("%s: %d cases; right: %s; false ready %d, false crash %d; median latency %.2fs (ready %.2fs, crashed %.2fs)"
+              % (mode, len(rs), right, false_ready, false_crash, statistics.median(lat) if lat else -1,
+                 statistics.median(lat_ready) if lat_ready else -1, statistics.median(lat_crash) if lat_crash else -1))
+        for r in rs:
+            if r["got"] != r["expected"]:
+                print("  WRONG %s: got %s expected %s" % (r["case"], r["got"], r["expected"]))
+
+
+if __name__ == "__main__":
+    summary(sys.argv[1])

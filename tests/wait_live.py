@@ -1,0 +1,77 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Helpers for tests that run llmops.sglang.wait_for_sglang the way it runs: find the module's process, know when
+it is following its log (so a writer starts only then), and see when it ends (the decision)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+# clock_nanosleep and nanosleep: a module process sleeping in one of these runs its wait loop (imports, argument
+# parsing and the follower's creation are done; none of them sleeps).
+_SLEEP_SYSCALLS = {"x86_64": ("230", "35"), "aarch64": ("115", "101")}.get(platform.machine(), ())
+
+
+def module_pids(marker):
+    """Pids of python processes running this test's wait_for_sglang module (marker: the test's remote tmp dir)."""
+    marker = str(marker).encode()
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if (len(argv) > 1 and not argv[0].endswith(b"sh") and b"AnsiballZ_wait_for_sglang" in argv[1]
+                and marker in argv[1]):
+            pids.append(int(pid))
+    return pids
+
+
+def _sleeping(pid):
+    try:
+        with open("/proc/%d/syscall" % pid, encoding="ascii") as f:
+            return f.read().split(" ", 1)[0] in _SLEEP_SYSCALLS
+    except OSError:
+        return False
+
+
+def module_following(marker, timeout=60.0):
+    """Wait until this test's module process is in its wait loop (sleeping between looks at the log)."""
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        pids = module_pids(marker)
+        if pids and (not _SLEEP_SYSCALLS or any(_sleeping(p) for p in pids)):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+class ModuleWatch:
+    """Polls for this test's module processes; ``last_seen`` is the monotonic time a module process was last seen
+    alive, so after the task ended it is the time of the decision (to within one poll)."""
+
+    def __init__(self, marker, poll=0.01):
+        self.marker, self.poll = marker, poll
+        self.known = None
+        self.last_seen = None
+
+    def tick(self):
+        if self.known is not None and os.path.exists("/proc/%d" % self.known):
+            self.last_seen = time.monotonic()
+            return
+        pids = module_pids(self.marker)
+        self.known = pids[0] if pids else None
+        if pids:
+            self.last_seen = time.monotonic()
+
+    def run_until(self, done):
+        """Poll until done() is true."""
+        while not done():
+            self.tick()
+            time.sleep(self.poll)
