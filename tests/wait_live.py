@@ -16,7 +16,8 @@ _SLEEP_SYSCALLS = {"x86_64": ("230", "35"), "aarch64": ("115", "101")}.get(platf
 
 
 def module_pids(marker):
-    """Pids of python processes running this test's wait_for_sglang module (marker: the test's remote tmp dir)."""
+    """Pids of python processes running this test's wait_for_sglang module (marker: a path only this test's module
+    command line holds, e.g. its remote tmp dir or its argument file's directory)."""
     marker = str(marker).encode()
     pids = []
     for pid in os.listdir("/proc"):
@@ -27,8 +28,8 @@ def module_pids(marker):
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if (len(argv) > 1 and not argv[0].endswith(b"sh") and b"AnsiballZ_wait_for_sglang" in argv[1]
-                and marker in argv[1]):
+        line = b" ".join(argv[1:])
+        if len(argv) > 1 and not argv[0].endswith(b"sh") and b"wait_for_sglang" in line and marker in line:
             pids.append(int(pid))
     return pids
 

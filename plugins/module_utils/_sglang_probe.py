@@ -25,9 +25,11 @@ from ansible_collections.llmops.sglang.plugins.module_utils import _systemd
 UNIT_PROPERTIES = ("ActiveState", "SubState", "Result", "NRestarts", "ExecMainStatus", "ExecMainCode",
                    "ExecMainPID", "InvocationID", "MainPID", "LoadState")
 
+
 # ---------------------------------------------------------------------------------------------------------------
 # systemd unit
 # ---------------------------------------------------------------------------------------------------------------
+
 
 def unit_baseline(props):
     """What to remember from the first observation of the unit."""

@@ -39,6 +39,8 @@ INNER_POLL = 0.05   # seconds between two looks at a log file (a stat) or a jour
 READ_SLICE = 0.25   # longest time spent reading a backlog before the round probes and decides again
 LINGER = 2.0        # seconds a round goes on after a stage change before it returns (progress output)
 LINGER_LATE = 5.0   # from http_listening on: warmup and the ready line follow within seconds
+LINGER_QUIET = 0.3  # ... and the round ends only in a pause of the log, so a burst's last (often decisive) line is
+LINGER_MAX = 3.0    # read in this round rather than after the next module's start-up; at most this much later
 
 
 @dataclass
@@ -140,7 +142,8 @@ class WaitRound:
                 # stage change closely, and would otherwise fall into the gap while the next round starts.
                 if changed_at is not None:
                     late = stage_index(self.classifier.stage) >= stage_index("http_listening")
-                    if now - changed_at >= (LINGER_LATE if late else LINGER):
+                    over = now - changed_at - (LINGER_LATE if late else LINGER)
+                    if over >= 0 and (now - self.state.quiet_since >= LINGER_QUIET or over >= LINGER_MAX):
                         return "starting"
             if not backlog:
                 self.sleeper(max(0.005, self._pause(next_probe)))

@@ -60,7 +60,6 @@ STALL_HINTS = {
 }
 
 
-
 def root_cause(context):
     """The last exception line of a traceback in `context` (list of str), or None."""
     for line in reversed(context or []):

@@ -51,13 +51,6 @@ class JsonRecord:
         return cls(**kwargs)
 
 
-def nested(record, default=None):
-    """A field holding another record (None by default, or a fresh one from ``default``)."""
-    if default is None:
-        return field(default=None, metadata={"record": record})
-    return field(default_factory=default, metadata={"record": record})
-
-
 @dataclass
 class Exited(JsonRecord):
     """The watched process or unit is gone: how it was seen, and when (monotonic seconds)."""
@@ -128,13 +121,13 @@ class WaitState(JsonRecord):
     quiet_since: float
     v: int = STATE_VERSION
     classifier: Optional[Dict[str, Any]] = None    # LogClassifier.to_state()
-    log: LogState = nested(LogState, LogState)
-    unit: UnitWatch = nested(UnitWatch, UnitWatch)
-    http: HttpWatch = nested(HttpWatch, HttpWatch)
+    log: LogState = field(default_factory=LogState, metadata={"record": LogState})
+    unit: UnitWatch = field(default_factory=UnitWatch, metadata={"record": UnitWatch})
+    http: HttpWatch = field(default_factory=HttpWatch, metadata={"record": HttpWatch})
     pid_start: Optional[int] = None
-    exited: Optional[Exited] = nested(Exited)
+    exited: Optional[Exited] = field(default=None, metadata={"record": Exited})
     exit_concluded: bool = False                   # the classifier was told of the exit
-    error: Optional[WaitError] = nested(WaitError)
+    error: Optional[WaitError] = field(default=None, metadata={"record": WaitError})
     crash_at: Optional[float] = None               # when the log decided a crash: start of the settle
     log_quiet_asked: Optional[float] = None        # quiet_since of the quiet the classifier was last asked about
     log_only_crash: bool = False                   # crashed decided from the log alone (no process watched)

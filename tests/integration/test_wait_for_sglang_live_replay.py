@@ -139,7 +139,7 @@ def replay(tmp_path, case, mode):
         watch = ModuleWatch(tmp_path / "ansible-remote")
         th = threading.Thread(target=watch.run_until, args=(lambda: play.poll() is not None,), daemon=True)
         th.start()
-        out, _ = play.communicate(timeout=240)
+        out = play.communicate(timeout=240)[0]
         th.join()
         t_end = time.monotonic() + 30
         while not times.exists() and exp["outcome"] != "stalled" and time.monotonic() < t_end:
@@ -171,11 +171,13 @@ def test_live_replay(tmp_path, case, mode):
     assert record["got"] == record["expected"], res["msg"]
     if exp["outcome"] == "crashed" and mode == "log" and "no process was watched" in res["msg"]:
         assert "pass pid (or unit)" in res["msg"]
-    # per case bounds; the medians are what docs/wait_for_sglang.md reports (run the summary)
+    # Per case only a bound that load cannot break: a decisive line that arrives between two of the action plugin's
+    # rounds waits for the next module process (seconds on a loaded 2-core machine). The medians are what
+    # docs/wait_for_sglang.md reports (run the summary).
     if exp["outcome"] == "ready":
-        assert record["latency"] is not None and record["latency"] < 1.0, record
+        assert record["latency"] is not None and record["latency"] < 6.0, record
     elif exp["outcome"] == "crashed":
-        assert record["latency"] is not None and record["latency"] < 4.0, record
+        assert record["latency"] is not None and record["latency"] < 8.0, record
 
 
 def summary(results_dir):
@@ -189,7 +191,7 @@ def summary(results_dir):
                      for k in ("outcome", "stage", "signature", "first_error_line"))
         false_ready = sum(1 for r in rs if r["got"]["outcome"] == "ready" and r["expected"]["outcome"] != "ready")
         false_crash = sum(1 for r in rs if r["got"]["outcome"] == "crashed" and r["expected"]["outcome"] != "crashed")
-        lat = [r["latency"] for r in rs if r["latency"] is not None]
+        lat = [r["latency"] for r in rs if r["latency"] is not None and r["expected"]["outcome"] != "stalled"]
         lat_ready = [r["latency"] for r in rs if r["latency"] is not None and r["expected"]["outcome"] == "ready"]
         lat_crash = [r["latency"] for r in rs if r["latency"] is not None and r["expected"]["outcome"] == "crashed"]
         print("%s: %d cases; right: %s; false ready %d, false crash %d; median latency %.2fs (ready %.2fs, crashed %.2fs)"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from wait_live import module_following
 
 from ansible_collections.llmops.sglang.plugins.modules import wait_for_sglang as mod
 
@@ -73,7 +74,8 @@ def test_direct_call_without_state_loops_until_ready(tmp_path):
     data = (CORPUS / "gb10-dflash-spec-decoding-ready" / "server.log").read_bytes()
 
     def writer():
-        time.sleep(0.8)
+        assert module_following(tmp_path)  # write only once the module follows the log, whatever the load
+        time.sleep(0.2)
         with open(log, "ab") as f:
             for i in range(0, len(data), 4096):
                 f.write(data[i:i + 4096])
