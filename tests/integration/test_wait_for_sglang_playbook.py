@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import ansible_collections.llmops.sglang as collection
-from wait_live import module_following
+from wait_live import ModuleWatch, module_following
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "sglang-logs"
@@ -219,14 +219,34 @@ def test_real_child_process_exit_with_pid_watch(tmp_path):
         "import sys, time\n"
         "f = open(sys.argv[1], 'a')\n"
         "f.write('[2026-06-11 05:10:02 TP0] Init torch distributed begin.\\n'); f.flush()\n"
-        "time.sleep(4)\n"
-        "sys.exit(1)\n"), str(log)])
-    try:
-        _proc, res, took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60})
-    finally:
+        "sys.stdin.readline()\n"
+        "time.sleep(1)\n"
+        "sys.exit(1)\n"), str(log)], stdin=subprocess.PIPE)
+    exit_time = []
+
+    def exit_once_followed():  # the child exits 1 s after the module follows its log, whatever the load
+        assert module_following(tmp_path / "ansible-remote")
+        child.stdin.write(b"go\n")
+        child.stdin.flush()
         child.wait()
+        exit_time.append(time.monotonic())
+
+    waiter = threading.Thread(target=exit_once_followed, daemon=True)
+    waiter.start()
+    done = threading.Event()
+    watch = ModuleWatch(tmp_path / "ansible-remote")
+    poller = threading.Thread(target=watch.run_until, args=(done.is_set,), daemon=True)
+    poller.start()
+    try:
+        _proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "pid": child.pid, "timeout": 60})
+    finally:
+        done.set()
+        child.wait()
+        waiter.join()
+        poller.join()
     assert res["status"] == "crashed" and res["signature"] == "process_exited" and res["stage"] == "init_distributed"
-    assert res["exited"]["by"] == "pid" and took < 20
+    # decided within about one probe interval (sleep 0.25 s) of the exit, however long ansible-playbook took to start
+    assert res["exited"]["by"] == "pid" and watch.last_seen - exit_time[0] < 2.0
 
 
 def test_stall_at_nccl_init(tmp_path):
