@@ -130,7 +130,10 @@ class LogWatch:
         scan = text
         if self.classifier.stage != stage0:
             log.progress = None
-            self.events.add("stage", now - st.start, stage=self.classifier.stage)
+            # one event per stage reached, also when one chunk spans several (a backlog, a fast start)
+            reached = [e.get("stage") for e in events if e.get("type") == "stage"] or [self.classifier.stage]
+            for stage in reached:
+                self.events.add("stage", now - st.start, stage=stage)
             stage_lines = [e.get("line") for e in events if e.get("type") == "stage" and e.get("line")]
             if stage_lines:  # a progress bar counts from the line that began its stage
                 pos = text.rfind(stage_lines[-1][-200:])

@@ -231,3 +231,15 @@ def test_a_round_ends_on_time_over_a_backlog_and_the_next_goes_on(tmp_path):
     assert READ_CHUNK <= first < log.stat().st_size
     res = WaitRound(params, state=json.loads(json.dumps(res["_state"])), clock=ft.clock, sleeper=ft.sleep).run(1.0)
     assert res["log_offset_end"] > first
+
+
+def test_one_stage_event_per_stage_even_when_one_read_spans_several(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("[2030-01-02 03:04:01 TP0] Init torch distributed begin.\n"
+                   "[2030-01-02 03:04:02 TP0] Load weight begin. avail mem=70.00 GB\n"
+                   "[2030-01-02 03:04:09 TP0] Load weight end. type=X, dtype=torch.bfloat16, avail mem=20.00 GB\n"
+                   "[2030-01-02 03:04:10 TP0] KV Cache is allocated. #tokens: 1000, K size: 1 GB, V size: 1 GB\n")
+    ft = FakeTime()
+    res = WaitRound(WaitParams(log_path=str(log), log_offset=0, timeout=60), clock=ft.clock, sleeper=ft.sleep).run(0)
+    stages = [e["stage"] for e in res["_events"] if e["kind"] == "stage"]
+    assert stages == ["init_distributed", "load_weights", "kv_cache"]
