@@ -12,6 +12,7 @@ KEPT = ('first', 'accepted')
 COLUMNS = (('variant', 'name', '%s'), ('status', 'status', '%s'), ('tok/s', 'output_tps', '%.0f'),
            ('change', 'change_pct', '%+.0f %%'), ('TTFT p50 ms', 'ttft_p50_ms', '%.0f'), ('power W', 'power_w', '%.0f'),
            ('signature', 'signature', '%s'), ('after rollback', 'after_rollback', '%s'))
+SERVER = ('server', 'server', '%s')
 
 
 def best_variant(rows):
@@ -27,20 +28,28 @@ def _cell(row, key, fmt):
     return '-' if value is None or value == '' else fmt % value
 
 
-def table(rows, best=None):
-    """Aligned text lines: a header and one line per variant, the best one marked with ``*``."""
-    cells = [[title for title, _key, _fmt in COLUMNS]]
-    cells += [[_cell(row, key, fmt) + ('*' if key == 'name' and row is best else '') for _title, key, fmt in COLUMNS]
-              for row in rows]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+def table(rows, best_rows):
+    """Aligned text lines: a header and one line per variant, each server's best marked with ``*``; a server column
+    when the rows come from more than one server."""
+    columns = ((SERVER,) if len({row.get('server') for row in rows}) > 1 else ()) + COLUMNS
+    cells = [[title for title, _key, _fmt in columns]]
+    cells += [[_cell(row, key, fmt) + ('*' if key == 'name' and any(row is best for best in best_rows) else '')
+               for _title, key, fmt in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     return ['  '.join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]
 
 
 def sglang_tune_report(rows):
     if not isinstance(rows, list) or not all(isinstance(row, dict) and 'name' in row for row in rows):
         raise AnsibleFilterError('sglang_tune_report: expected a list of variant rows (dicts with a name), got %r' % (rows,))
-    best = best_variant(rows)
-    return {'best': best, 'table': table(rows, best)}
+    servers = []
+    for row in rows:
+        if row.get('server') not in servers:
+            servers.append(row.get('server'))
+    best_by_server = {server: best_variant([row for row in rows if row.get('server') == server]) for server in servers}
+    best = best_by_server[servers[0]] if len(servers) == 1 else None
+    return {'best': best, 'best_by_server': {str(server): row for server, row in best_by_server.items()},
+            'table': table(rows, list(best_by_server.values()))}
 
 
 class FilterModule:

@@ -44,3 +44,15 @@ def test_nothing_measured_leaves_the_first_row():
 def test_rows_without_names_are_refused(bad):
     with pytest.raises(AnsibleFilterError, match='expected a list of variant rows'):
         sglang_tune_report(bad)
+
+
+def test_rows_of_several_servers_give_one_table_with_each_servers_best():
+    rows = [dict(BASELINE, server='gpu-a'), dict(BETTER, server='gpu-a'),
+            dict(BASELINE, server='mn-deploy'), dict(FUSION, server='mn-deploy')]
+    report = sglang_tune_report(rows)
+    assert report['best'] is None
+    assert report['best_by_server'] == {'gpu-a': rows[1], 'mn-deploy': rows[2]}
+    assert [line.split()[:2] for line in report['table']] == [
+        ['server', 'variant'], ['gpu-a', 'baseline'], ['gpu-a', 'bigger-graphs*'], ['mn-deploy', 'baseline*'],
+        ['mn-deploy', 'sm120-fusion']]
+    assert sglang_tune_report([dict(BASELINE, server='gpu-a')])['table'][0].startswith('variant ')
