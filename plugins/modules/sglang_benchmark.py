@@ -217,8 +217,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils import _benchmark as
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_client import StreamingClient
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_stats import decide, load_key
-
-C_ENV = {'LC_ALL': 'C', 'LANGUAGE': 'C'}
+from ansible_collections.llmops.sglang.plugins.module_utils._command import C_ENV, module_runner
 
 
 def _model(module):
@@ -241,7 +240,7 @@ def _choose_client(module):
         if wanted == 'bench_serving':
             module.fail_json(msg='client=bench_serving needs python, the interpreter SGLang is installed in.')
         return 'builtin', 'no python given to run sglang.bench_serving with'
-    rc, out, err = module.run_command([python, '-c', 'import sglang.bench_serving'], environ_update=C_ENV)
+    rc, out, err = module_runner(module)([python, '-c', 'import sglang.bench_serving'])
     if rc == 0:
         return 'bench_serving', None
     reason = '%s cannot import sglang.bench_serving: %s' % (python, ((err or out).strip().splitlines() or ['rc=%d' % rc])[-1])
@@ -252,7 +251,6 @@ def _choose_client(module):
 
 def _bench_serving_runner(module, load, model):
     p = module.params
-    env = dict(C_ENV, OPENAI_API_KEY=p['api_key']) if p['api_key'] else C_ENV
 
     def run_level(concurrency, num_prompts):
         out_file = os.path.join(module.tmpdir, 'bench-%d.jsonl' % concurrency)
@@ -261,7 +259,9 @@ def _bench_serving_runner(module, load, model):
         argv = ['timeout', '-k', '10', '%d' % max(1, int(p['duration']))]
         argv += bs.bench_serving_argv(p['python'], p['url'], dict(load.__dict__, num_prompts=num_prompts), concurrency,
                                       load.seed, out_file, model)
-        rc, out, err = module.run_command(argv, environ_update=env)
+        # bench_serving reads the API key from the environment (OPENAI_API_KEY), never from its command line
+        env = dict(C_ENV, OPENAI_API_KEY=p['api_key']) if p['api_key'] else dict(C_ENV)
+        rc, out, err = module.run_command(argv, check_rc=False, cwd='/', environ_update=env)
         try:
             with open(out_file, 'r', encoding='utf-8') as handle:
                 return bs.parse_output(handle.read(), concurrency, num_prompts)
@@ -289,7 +289,7 @@ def _sampler_factory(module, samplers):
     def run(argv):
         # A missing nvidia-smi (no GPU driver) is a missing figure, not a failed benchmark.
         try:
-            return module.run_command(argv, environ_update=C_ENV, handle_exceptions=False)
+            return module.run_command(argv, check_rc=False, environ_update=dict(C_ENV), handle_exceptions=False)
         except OSError as err:
             return 127, '', '%s: %s' % (argv[0], err)
 

@@ -23,7 +23,7 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _bench_serving as bs
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_client import StreamingClient, prompts
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import default_run_command
+from ansible_collections.llmops.sglang.plugins.module_utils._command import local_run
 
 TESTS = Path(__file__).resolve().parents[3]
 STANDIN = TESTS / 'standin'
@@ -135,7 +135,7 @@ def test_the_standin_streams_at_its_recorded_rate_and_reports_power(tmp_path, pr
     proc, url = standin(tmp_path, profile)
     try:
         assert wait_ready(proc, url) == 'ready'
-        sampler = bs.GpuSampler([sys.executable, str(STANDIN / 'nvidia_smi_standin.py'), '--url', url], default_run_command, 0.2)
+        sampler = bs.GpuSampler([sys.executable, str(STANDIN / 'nvidia_smi_standin.py'), '--url', url], local_run, 0.2)
         sampler.start()
         run = StreamingClient(url).run(16, 16, 32, 64, 1, deadline=time.monotonic() + 60)
         gpu = sampler.stop()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _bench_serving as bs
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_probe import default_run_command
+from ansible_collections.llmops.sglang.plugins.module_utils._command import local_run
 
 TESTS = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS))
@@ -109,7 +109,7 @@ def test_nvidia_smi_query_csv():
 
 def test_sampler_runs_a_real_command_until_stopped():
     printer = [sys.executable, '-c', 'import sys; print("250.00, 600.00, 97"); print("248.00, 600.00, 95")']
-    sampler = bs.GpuSampler(printer, default_run_command, interval=0.05)
+    sampler = bs.GpuSampler(printer, local_run, interval=0.05)
     sampler.start()
     while len(sampler.samples) < 2:
         pass
@@ -119,7 +119,7 @@ def test_sampler_runs_a_real_command_until_stopped():
 
 
 def test_sampler_without_nvidia_smi_says_why():
-    sampler = bs.GpuSampler(['/nonexistent/nvidia-smi'], default_run_command, interval=0.05)
+    sampler = bs.GpuSampler(['/nonexistent/nvidia-smi'], local_run, interval=0.05)
     sampler.start()
     assert sampler.stop() == {'power_w': None, 'power_limit_w': None, 'gpu_util_pct': None}
     assert sampler.error.startswith('nvidia-smi gave no GPU figures (rc=127)')
