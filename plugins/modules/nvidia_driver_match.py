@@ -257,16 +257,11 @@ stderr:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_driver import (
-    FixError,
-    NvidiaDriverHost,
-    describe,
-    evaluate,
-    pin_name,
-    pin_version,
-    recommend,
-    render_state,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_backends import backend_for
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_evidence import EvidenceReader
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_fix import FixError, plan_fix
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_host import HostCommands
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_verdict import describe, evaluate, recommend, render_state
 
 
 def _expected_ok(expected, version):
@@ -275,6 +270,96 @@ def _expected_ok(expected, version):
     if expected.isdigit():
         return version.split('.', 1)[0] == expected
     return version == expected
+
+
+def _observe(reader, params):
+    """Evidence and verdict (observe -> decide)."""
+    evidence = reader.gather(params['package_manager'])
+    evidence['flavor_hint'] = params['flavor'] if params['flavor'] != 'auto' else None
+    return evidence, evaluate(evidence)
+
+
+def _plan(verdict, action, backend):
+    """Exact pins: from the versions the repositories offer when the fix is the action, else from the pure rules."""
+    if action == 'install_userspace' and verdict.package_records and backend:
+        available = backend.available_versions([pkg['name'] for pkg in verdict.package_records])
+        if available is not None:
+            return plan_fix(verdict, available)
+    return plan_fix(verdict)
+
+
+def _userspace(verdict):
+    return dict(versions=verdict.userspace_versions, nvml_version=verdict.nvml_version, libraries=verdict.libraries, packages=verdict.packages)
+
+
+def _result(verdict, plan, action, host):
+    return dict(
+        changed=False,
+        kernel_module=dict(version=verdict.kernel_module_version, flavor=verdict.kernel_module_flavor,
+                           source=verdict.kernel_module_source, file_version=verdict.module_file_version),
+        userspace=_userspace(verdict),
+        match=verdict.match,
+        mismatches=verdict.mismatches,
+        findings=verdict.findings,
+        in_container=bool(verdict.in_container),
+        container_kind=verdict.container_kind,
+        distro_family=verdict.distro_family,
+        fix_packages=plan.pins,
+        fix_skipped=plan.skipped,
+        recommended_action=action,
+        reason=describe(verdict, action, plan.pins, plan.skipped),
+        notes=verdict.notes,
+        commands=host.commands,
+    )
+
+
+def _diff(verdict, backend, pins):
+    pinned = dict((backend.pin_name(pin), backend.pin_version(pin)) for pin in pins)
+    after = [dict(pkg, version=pinned.get(pkg['name'].split(':', 1)[0]) or pkg['version']) for pkg in verdict.packages]
+    return dict(before_header='NVIDIA driver (before)', after_header='NVIDIA driver (after)',
+                before=render_state(verdict.kernel_module_version, verdict.userspace_versions, verdict.packages),
+                after=render_state(verdict.kernel_module_version, [verdict.kernel_module_version], after))
+
+
+def _fix(module, reader, backend, verdict, plan, result):
+    """Dry run, then (unless check mode) install and hold, then gather again and prove the match (act -> verify)."""
+    replaced = set(pkg['name'] for pkg in verdict.package_records)
+    previous = dict((pkg['name'], pkg['version']) for pkg in verdict.package_records)
+    try:
+        backend.simulate(plan.pins, replaced)
+        result['changed'] = True
+        if module._diff:
+            result['diff'] = _diff(verdict, backend, plan.pins)
+        if module.check_mode:
+            module.exit_json(**result)
+        result['fix_result'] = backend.apply(plan.pins, previous)
+    except FixError as exc:
+        result.update(exc.context)
+        module.fail_json(msg='%s. %s' % (result['reason'], exc), **result)
+    evidence, after = _observe(reader, module.params)
+    result.update(userspace=_userspace(after), match=after.match, mismatches=after.mismatches,
+                  recommended_action=recommend(after, evidence['module_loaded']))
+    result['reason'] = describe(after, result['recommended_action'])
+    if after.match is False:
+        module.fail_json(msg='installed %s but the driver still differs: %s' % (' '.join(plan.pins), result['reason']), **result)
+    module.exit_json(**result)
+
+
+def _report(module, verdict, plan, action, result):
+    """Fail on an unexpected module version or on drift, with the reason; exit otherwise."""
+    params = module.params
+    expected = params['expected_version']
+    if expected and not verdict.kernel_module_version:
+        module.fail_json(msg='expected NVIDIA kernel module %s, but %s; load the driver (modprobe nvidia) or install it with the '
+                         'llmops.sglang.nvidia_driver role' % (expected, result['reason']), **result)
+    if expected and not _expected_ok(expected, verdict.kernel_module_version):
+        module.fail_json(msg='the loaded NVIDIA kernel module is %s, expected %s (read from %s); install the expected driver and reboot, '
+                         'or change expected_version' % (verdict.kernel_module_version, expected, verdict.kernel_module_source), **result)
+    if verdict.match is False:
+        if params['fix'] and action == 'install_userspace' and not plan.pins:
+            module.fail_json(msg='%s; no exact package pin is available, so fix=true cannot act' % result['reason'], **result)
+        module.fail_json(msg=result['reason'], **result)
+    module.exit_json(**result)
 
 
 def main():
@@ -287,114 +372,22 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    host = NvidiaDriverHost(module)
-    evidence = host.gather(params['package_manager'])
-    evidence['flavor_hint'] = params['flavor'] if params['flavor'] != 'auto' else None
-    facts = evaluate(evidence)
-    manager = facts['package_manager']
-    if params['package_manager'] != 'auto' and manager and manager != params['package_manager']:
-        manager = params['package_manager']
-
-    action = recommend(facts, evidence['module_loaded'])
-    if action == 'install_userspace' and facts['packages'] and manager:
-        # Exact pins from the versions the repositories offer (also fills gaps the pure rules leave).
-        names = [pkg['name'].split(':', 1)[0] for pkg in facts['packages']]
-        available = host.available_versions(manager, names)
-        if available is not None:
-            evidence['available'] = available
-            facts = evaluate(evidence)
-
-    result = dict(
-        changed=False,
-        kernel_module=dict(version=facts['kernel_module_version'], flavor=facts['kernel_module_flavor'],
-                           source=facts['kernel_module_source'], file_version=facts['module_file_version']),
-        userspace=dict(versions=facts['userspace_versions'], nvml_version=facts['nvml_version'],
-                       libraries=facts['libraries'], packages=facts['packages']),
-        match=facts['match'],
-        mismatches=facts['mismatches'],
-        findings=facts['findings'],
-        in_container=bool(facts['in_container']),
-        container_kind=facts['container_kind'],
-        distro_family=facts['distro_family'],
-        fix_packages=facts['fix_packages'],
-        fix_skipped=facts['fix_skipped'],
-        recommended_action=action,
-        reason=describe(facts, action),
-        notes=facts['notes'],
-        commands=host.commands,
-    )
-    for note in facts['notes']:
+    host = HostCommands(module)
+    reader = EvidenceReader(host)
+    evidence, verdict = _observe(reader, module.params)
+    manager = verdict.package_manager
+    if module.params['package_manager'] != 'auto' and manager:
+        manager = module.params['package_manager']
+    backend = backend_for(manager, host)
+    action = recommend(verdict, evidence['module_loaded'])
+    plan = _plan(verdict, action, backend)
+    result = _result(verdict, plan, action, host)
+    for note in verdict.notes:
         if note.startswith('the flavor option'):
             module.warn(note)
-
-    would_fix = bool(params['fix'] and action == 'install_userspace' and facts['fix_packages'] and facts['match'] is False)
-    if would_fix:
-        replaced = set(pkg['name'].split(':', 1)[0] for pkg in facts['packages'])
-        try:
-            if manager == 'apt':
-                host.apt_simulate(facts['fix_packages'], replaced)
-            elif manager == 'dnf':
-                host.dnf_simulate(facts['fix_packages'], replaced)
-        except FixError as exc:
-            result.update(exc.context)
-            result['commands'] = host.commands
-            module.fail_json(msg='%s. %s' % (result['reason'], exc), **result)
-        after_packages = []
-        pinned = {}
-        for pin in facts['fix_packages']:
-            pinned[pin_name(pin, manager)] = pin_version(pin, manager)
-        for pkg in facts['packages']:
-            base = pkg['name'].split(':', 1)[0]
-            after_packages.append(dict(pkg, version=pinned.get(base) or pkg['version']))
-        result['changed'] = True
-        if module._diff:
-            result['diff'] = dict(
-                before_header='NVIDIA driver (before)', after_header='NVIDIA driver (after)',
-                before=render_state(facts['kernel_module_version'], facts['userspace_versions'], facts['packages']),
-                after=render_state(facts['kernel_module_version'], [facts['kernel_module_version']], after_packages),
-            )
-        if module.check_mode:
-            result['commands'] = host.commands
-            module.exit_json(**result)
-        previous = dict((pkg['name'].split(':', 1)[0], pkg['version']) for pkg in facts['packages'])
-        try:
-            if manager == 'apt':
-                result['fix_result'] = host.apt_fix(facts['fix_packages'], previous)
-            else:
-                result['fix_result'] = host.dnf_fix(facts['fix_packages'], previous)
-        except FixError as exc:
-            result.update(exc.context)
-            result['commands'] = host.commands
-            module.fail_json(msg='%s. %s' % (result['reason'], exc), **result)
-        # Prove it: gather again and compare.
-        evidence = host.gather(params['package_manager'])
-        evidence['flavor_hint'] = params['flavor'] if params['flavor'] != 'auto' else None
-        after = evaluate(evidence)
-        result['userspace'] = dict(versions=after['userspace_versions'], nvml_version=after['nvml_version'],
-                                   libraries=after['libraries'], packages=after['packages'])
-        result['match'] = after['match']
-        result['mismatches'] = after['mismatches']
-        result['recommended_action'] = recommend(after, evidence['module_loaded'])
-        result['reason'] = describe(after, result['recommended_action'])
-        result['commands'] = host.commands
-        if after['match'] is False:
-            module.fail_json(msg='installed %s but the driver still differs: %s' % (' '.join(facts['fix_packages']), result['reason']), **result)
-        module.exit_json(**result)
-
-    if params['expected_version']:
-        if not facts['kernel_module_version']:
-            module.fail_json(msg='expected NVIDIA kernel module %s, but %s; load the driver (modprobe nvidia) or install it with the '
-                             'llmops.sglang.nvidia_driver role' % (params['expected_version'], result['reason']), **result)
-        if not _expected_ok(params['expected_version'], facts['kernel_module_version']):
-            module.fail_json(msg='the loaded NVIDIA kernel module is %s, expected %s (read from %s); install the expected driver and reboot, '
-                             'or change expected_version' % (facts['kernel_module_version'], params['expected_version'],
-                                                             facts['kernel_module_source']), **result)
-    if facts['match'] is False:
-        if params['fix'] and action == 'install_userspace' and not facts['fix_packages']:
-            module.fail_json(msg='%s; no exact package pin is available, so fix=true cannot act' % result['reason'], **result)
-        module.fail_json(msg=result['reason'], **result)
-    module.exit_json(**result)
+    if module.params['fix'] and action == 'install_userspace' and plan.pins and verdict.match is False and backend:
+        _fix(module, reader, backend, verdict, plan, result)
+    _report(module, verdict, plan, action, result)
 
 
 if __name__ == '__main__':

@@ -18,12 +18,25 @@ import subprocess
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_driver as nd
+from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_evidence as ev
+from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_fix as fx
+from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_packages as pk
+from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_verdict as vd
+from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_versions as vs
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures')
 CORPUS = os.path.join(FIXTURES, 'nvidia')
 LIVE = os.path.join(FIXTURES, 'nvidia_live')
 FORMATS = os.path.join(FIXTURES, 'nvidia_formats')
+
+
+
+def evaluate(evidence):
+    """The facts of the verdict with the fix plan the pure rules (or ``available``) give, as the module reports them."""
+    verdict = vd.evaluate(evidence)
+    plan = fx.plan_fix(verdict, evidence.get('available'))
+    return dict(verdict.to_json(), fix_packages=plan.pins, fix_skipped=plan.skipped)
+
 
 # corpus file -> evidence key of evaluate() (the file names of the corpus README)
 FILES = {
@@ -92,7 +105,7 @@ def test_corpus_is_complete():
 @pytest.mark.parametrize('name', CASES)
 def test_corpus_case(name):
     evidence, expected = load_case(name)
-    facts = nd.evaluate(evidence)
+    facts = evaluate(evidence)
     for field in FIELDS:
         assert facts[field] == expected[field], '%s: %s is %r, expected %r' % (name, field, facts[field], expected[field])
 
@@ -107,12 +120,12 @@ def test_corpus_case_context(name):
     context from /etc/os-release and the container markers; here it is the case's recorded context.
     """
     evidence, expected = load_case(name)
-    derived = nd.evaluate(evidence)
+    derived = evaluate(evidence)
     assert derived['distro_family'] in (None, expected['distro_family'])
     if 'dpkg' in evidence or 'rpm' in evidence:
         assert derived['distro_family'] == expected['distro_family']
     evidence = dict(evidence, distro_family=expected['distro_family'], in_container=expected['in_container'])
-    facts = nd.evaluate(evidence)
+    facts = evaluate(evidence)
     assert facts['distro_family'] == expected['distro_family']
     assert facts['in_container'] == expected['in_container']
     # The context never changes the driver facts.
@@ -123,7 +136,7 @@ def test_corpus_case_context(name):
 @pytest.mark.parametrize('name', CASES)
 def test_corpus_mismatches_are_consistent(name):
     evidence, expected = load_case(name)
-    facts = nd.evaluate(evidence)
+    facts = evaluate(evidence)
     if expected['match'] is True:
         assert facts['mismatches'] == []
     if expected['match'] is False and expected['kernel_module_version'] and expected['userspace_versions']:
@@ -138,7 +151,7 @@ def test_corpus_mismatches_are_consistent(name):
 # ---------------------------------------------------------------------------
 
 def test_proc_open_banner():
-    facts = nd.parse_proc_version(_read(os.path.join(CORPUS, 'ubuntu2404-open-565-proc-only', 'proc_driver_nvidia_version.txt')))
+    facts = ev.parse_proc_version(_read(os.path.join(CORPUS, 'ubuntu2404-open-565-proc-only', 'proc_driver_nvidia_version.txt')))
     assert facts['version'] == '565.57.01'
     assert facts['flavor'] == 'open'
     assert facts['arch'] == 'x86_64'
@@ -146,7 +159,7 @@ def test_proc_open_banner():
 
 
 def test_proc_proprietary_banner():
-    facts = nd.parse_proc_version(_read(os.path.join(CORPUS, 'truenas-module-580-173-nvml-580-178', 'proc_driver_nvidia_version.txt')))
+    facts = ev.parse_proc_version(_read(os.path.join(CORPUS, 'truenas-module-580-173-nvml-580-178', 'proc_driver_nvidia_version.txt')))
     assert (facts['version'], facts['flavor'], facts['arch']) == ('580.173.02', 'proprietary', 'x86_64')
 
 
@@ -155,9 +168,9 @@ def test_proc_jetson_l4t_release_number():
     text = ('NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  35.3.1  Release Build  '
             '(buildbrain@mobile-u64-6289-d7000)  Sun Mar 19 08:09:33 PDT 2023\n'
             'GCC version:  gcc version 9.3.0 (Buildroot 2020.08) \n')
-    facts = nd.parse_proc_version(text)
+    facts = ev.parse_proc_version(text)
     assert (facts['version'], facts['flavor'], facts['arch']) == ('35.3.1', 'open', 'aarch64')
-    result = nd.evaluate({'proc_version': text})
+    result = evaluate({'proc_version': text})
     # An L4T release number is not a driver branch: the "below R515" rule must not fire.
     assert result['kernel_module_flavor'] == 'open'
     assert result['match'] is None
@@ -167,36 +180,36 @@ def test_l4t_packages_compare_only_with_an_l4t_module():
     proc_r35 = 'NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  35.3.1  Release Build  (buildbrain@mobile-u64-6289-d7000)\n'
     proc_r36 = proc_r35.replace('35.3.1', '540.4.0')
     dpkg = 'ii \tnvidia-l4t-cuda\t35.3.1-20230319081403\tarm64\tNVIDIA CUDA Package\n'
-    assert nd.evaluate({'proc_version': proc_r35, 'dpkg': dpkg})['match'] is True
-    facts = nd.evaluate({'proc_version': proc_r36, 'dpkg': dpkg.replace('35.3.1', '36.4.3')})
+    assert evaluate({'proc_version': proc_r35, 'dpkg': dpkg})['match'] is True
+    facts = evaluate({'proc_version': proc_r36, 'dpkg': dpkg.replace('35.3.1', '36.4.3')})
     assert facts['match'] is None and facts['userspace_versions'] == []
     assert facts['excluded_packages'][0]['reason'] == 'l4t-release'
 
 
 def test_proc_absent_or_garbage():
-    assert nd.parse_proc_version(None) is None
-    assert nd.parse_proc_version('') is None
-    assert nd.parse_proc_version('cat: /proc/driver/nvidia/version: No such file or directory\n') is None
+    assert ev.parse_proc_version(None) is None
+    assert ev.parse_proc_version('') is None
+    assert ev.parse_proc_version('cat: /proc/driver/nvidia/version: No such file or directory\n') is None
 
 
 def test_sys_module_version():
-    assert nd.parse_sys_module_version('570.148.06\n') == '570.148.06'
-    assert nd.parse_sys_module_version('570.144\n') == '570.144'
-    assert nd.parse_sys_module_version('') is None
-    assert nd.parse_sys_module_version('garbage\n') is None
+    assert ev.parse_sys_module_version('570.148.06\n') == '570.148.06'
+    assert ev.parse_sys_module_version('570.144\n') == '570.144'
+    assert ev.parse_sys_module_version('') is None
+    assert ev.parse_sys_module_version('garbage\n') is None
 
 
 def test_sys_module_version_is_used_without_proc():
-    facts = nd.evaluate({'sys_module_version': '575.64\n', 'libraries': 'libcuda.so.575.64.03\n'})
+    facts = evaluate({'sys_module_version': '575.64\n', 'libraries': 'libcuda.so.575.64.03\n'})
     assert facts['kernel_module_version'] == '575.64'
-    assert facts['kernel_module_source'] == nd.SYS_MODULE_VERSION_PATH
+    assert facts['kernel_module_source'] == ev.SYS_MODULE_VERSION_PATH
     # A real two-part version is never prefix-matched against a three-part one.
     assert facts['match'] is False
 
 
 def test_proc_and_sys_disagree_is_noted():
     proc = _read(os.path.join(CORPUS, 'truenas-module-580-173-nvml-580-178', 'proc_driver_nvidia_version.txt'))
-    facts = nd.evaluate({'proc_version': proc, 'sys_module_version': '580.178.04\n'})
+    facts = evaluate({'proc_version': proc, 'sys_module_version': '580.178.04\n'})
     assert facts['kernel_module_version'] == '580.173.02'
     assert any('580.178.04' in note for note in facts['notes'])
 
@@ -219,17 +232,17 @@ firmware:       nvidia/595.80/gsp_ga10x.bin
 
 
 def test_modinfo():
-    facts = nd.parse_modinfo(MODINFO_OPEN)
+    facts = ev.parse_modinfo(MODINFO_OPEN)
     assert facts['version'] == '595.80'
     assert facts['license'] == 'Dual MIT/GPL'
-    assert nd.flavor_from_license(facts['license']) == 'open'
-    assert nd.flavor_from_license('NVIDIA') == 'proprietary'
-    assert nd.flavor_from_license('GPL') is None
+    assert ev.flavor_from_license(facts['license']) == 'open'
+    assert ev.flavor_from_license('NVIDIA') == 'proprietary'
+    assert ev.flavor_from_license('GPL') is None
 
 
 def test_a_module_file_on_disk_is_not_a_loaded_module():
     # installed, not rebooted: modinfo reads the file, nothing is loaded (the nvidia_driver role then reboots)
-    facts = nd.evaluate({'modinfo': MODINFO_OPEN})
+    facts = evaluate({'modinfo': MODINFO_OPEN})
     assert facts['kernel_module_version'] is None
     assert facts['module_file_version'] == '595.80'
     assert facts['kernel_module_flavor'] is None
@@ -237,9 +250,9 @@ def test_a_module_file_on_disk_is_not_a_loaded_module():
 
 
 def test_modinfo_gives_the_flavor_of_the_loaded_module_when_it_is_that_file():
-    facts = nd.evaluate({'modinfo': MODINFO_OPEN, 'sys_module_version': '595.80\n'})
+    facts = evaluate({'modinfo': MODINFO_OPEN, 'sys_module_version': '595.80\n'})
     assert (facts['kernel_module_version'], facts['kernel_module_flavor']) == ('595.80', 'open')
-    facts = nd.evaluate({'modinfo': MODINFO_OPEN, 'sys_module_version': '590.48.01\n'})
+    facts = evaluate({'modinfo': MODINFO_OPEN, 'sys_module_version': '590.48.01\n'})
     assert (facts['kernel_module_version'], facts['kernel_module_flavor']) == ('590.48.01', None)
 
 
@@ -289,27 +302,27 @@ sie 25 20:19:13 experience kernel: nvidia-nvlink: Unregistered Nvlink Core, majo
 
 
 def test_syslog_012_newlines():
-    facts = nd.evaluate({'kernel_log': SYSLOG_012})
+    facts = evaluate({'kernel_log': SYSLOG_012})
     assert facts['kernel_module_version'] == '530.30.02'
     assert facts['userspace_versions'] == ['535.54.03']
     assert facts['match'] is False
 
 
 def test_api_mismatch_new_wording_dmesg():
-    events = nd.parse_kernel_log(DMESG_NEW_WORDING)['events']
+    events = ev.parse_kernel_log(DMESG_NEW_WORDING)['events']
     assert events == [{'kind': 'api_mismatch', 'client': '595.84', 'module': '595.80', 'client_name': 'kwin_wayland', 'pid': 1005}]
-    facts = nd.evaluate({'kernel_log': DMESG_NEW_WORDING})
+    facts = evaluate({'kernel_log': DMESG_NEW_WORDING})
     assert (facts['kernel_module_version'], facts['userspace_versions'], facts['match']) == ('595.80', ['595.84'], False)
     assert facts['mismatches'][0]['component'] == "NVRM client 'kwin_wayland'"
 
 
 def test_api_mismatch_new_wording_journal():
-    facts = nd.evaluate({'kernel_log': JOURNAL_NEW_WORDING})
+    facts = evaluate({'kernel_log': JOURNAL_NEW_WORDING})
     assert (facts['kernel_module_version'], facts['userspace_versions'], facts['match']) == ('575.51.02', ['570.133.07'], False)
 
 
 def test_open_banner_in_journal_and_old_wording():
-    facts = nd.evaluate({'kernel_log': JOURNAL_OPEN_BANNER})
+    facts = evaluate({'kernel_log': JOURNAL_OPEN_BANNER})
     assert facts['kernel_module_version'] == '550.67'
     assert facts['kernel_module_flavor'] == 'open'
     assert facts['userspace_versions'] == ['550.76']
@@ -318,18 +331,18 @@ def test_open_banner_in_journal_and_old_wording():
 
 def test_banner_after_unload_is_not_the_loaded_module():
     banner = _read(os.path.join(CORPUS, 'aarch64-proprietary-535-dmesg', 'dmesg.txt'))
-    assert nd.evaluate({'kernel_log': banner})['kernel_module_version'] == '535.161.07'
-    facts = nd.evaluate({'kernel_log': banner + JOURNAL_UNLOAD})
+    assert evaluate({'kernel_log': banner})['kernel_module_version'] == '535.161.07'
+    facts = evaluate({'kernel_log': banner + JOURNAL_UNLOAD})
     assert facts['kernel_module_version'] is None
     assert any('unloaded' in note for note in facts['notes'])
     # Loaded again afterwards: the newest banner counts.
-    facts = nd.evaluate({'kernel_log': banner + JOURNAL_UNLOAD + JOURNAL_OPEN_BANNER.splitlines()[0] + '\n'})
+    facts = evaluate({'kernel_log': banner + JOURNAL_UNLOAD + JOURNAL_OPEN_BANNER.splitlines()[0] + '\n'})
     assert (facts['kernel_module_version'], facts['kernel_module_flavor']) == ('550.67', 'open')
 
 
 def test_stale_api_mismatch_for_another_module_is_ignored():
     proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue Jun  6 22:20:39 UTC 2023\n'
-    facts = nd.evaluate({'proc_version': proc, 'kernel_log': SYSLOG_012})
+    facts = evaluate({'proc_version': proc, 'kernel_log': SYSLOG_012})
     assert facts['kernel_module_version'] == '535.54.03'
     assert facts['match'] is None
     assert any('older NVRM API mismatch' in note for note in facts['notes'])
@@ -338,7 +351,7 @@ def test_stale_api_mismatch_for_another_module_is_ignored():
 def test_api_mismatch_before_a_reload_is_stale():
     # The module was loaded again (same version as before) after the mismatch: the old client is gone.
     banner = JOURNAL_OPEN_BANNER.splitlines()[0] + '\n'
-    facts = nd.evaluate({'kernel_log': JOURNAL_OPEN_BANNER + banner})
+    facts = evaluate({'kernel_log': JOURNAL_OPEN_BANNER + banner})
     assert facts['kernel_module_version'] == '550.67'
     assert facts['userspace_versions'] == []
     assert facts['match'] is None
@@ -346,7 +359,7 @@ def test_api_mismatch_before_a_reload_is_stale():
 
 
 def test_lookalike_modeset_is_not_userspace_drift():
-    facts = nd.evaluate({'kernel_log': MODESET_MISMATCH})
+    facts = evaluate({'kernel_log': MODESET_MISMATCH})
     assert facts['match'] is None
     assert facts['userspace_versions'] == []
     assert [finding['kind'] for finding in facts['findings']] == ['modeset-vs-nvidia-ko']
@@ -354,7 +367,7 @@ def test_lookalike_modeset_is_not_userspace_drift():
 
 
 def test_lookalike_gsp_firmware_is_not_userspace_drift():
-    facts = nd.evaluate({'kernel_log': GSP_MISMATCH, 'modinfo': 'version:        595.58.03\n'})
+    facts = evaluate({'kernel_log': GSP_MISMATCH, 'modinfo': 'version:        595.58.03\n'})
     assert facts['module_file_version'] == '595.58.03'
     assert facts['match'] is None
     assert [finding['kind'] for finding in facts['findings']] == ['gsp-firmware-mismatch']
@@ -362,12 +375,12 @@ def test_lookalike_gsp_firmware_is_not_userspace_drift():
 
 def test_gsp_missing_firmware_is_reported():
     dmesg = _read(os.path.join(CORPUS, 'fedora-image-570-144-module-570-153-client', 'dmesg.txt'))
-    facts = nd.evaluate({'kernel_log': dmesg})
+    facts = evaluate({'kernel_log': dmesg})
     assert 'gsp-firmware-missing' in [finding['kind'] for finding in facts['findings']]
 
 
 def test_taint_line_means_proprietary():
-    facts = nd.evaluate({'kernel_log': "[    3.656114] nvidia: module license 'NVIDIA' taints kernel.\n",
+    facts = evaluate({'kernel_log': "[    3.656114] nvidia: module license 'NVIDIA' taints kernel.\n",
                          'nvidia_smi_query': '580.95.05\n'})
     assert facts['kernel_module_flavor'] == 'proprietary'
 
@@ -377,7 +390,7 @@ def test_taint_line_means_proprietary():
 # ---------------------------------------------------------------------------
 
 def test_smi_normal_header():
-    facts = nd.parse_nvidia_smi(_read(os.path.join(CORPUS, 'ubuntu2404-role-560-match-new-header', 'nvidia-smi.txt')))
+    facts = ev.parse_nvidia_smi(_read(os.path.join(CORPUS, 'ubuntu2404-role-560-match-new-header', 'nvidia-smi.txt')))
     assert (facts['smi_version'], facts['driver_version'], facts['cuda_version']) == ('560.35.03', '560.35.03', '12.6')
     assert not facts['nvml_mismatch']
 
@@ -389,21 +402,21 @@ def test_smi_version_option():
             'NVML version        : 590.48\n'
             'DRIVER version      : 590.48.01\n'
             'CUDA Version        : 13.1\n')
-    facts = nd.parse_nvidia_smi(text)
+    facts = ev.parse_nvidia_smi(text)
     assert (facts['smi_version'], facts['driver_version'], facts['cuda_version']) == ('590.48.01', '590.48.01', '13.1')
-    result = nd.evaluate({'nvidia_smi': text})
+    result = evaluate({'nvidia_smi': text})
     assert (result['kernel_module_version'], result['userspace_versions'], result['match']) == ('590.48.01', ['590.48.01'], True)
 
 
 def test_smi_mismatch_with_and_without_nvml_line():
-    with_line = nd.parse_nvidia_smi(_read(os.path.join(CORPUS, 'docker-image-nvml-565-on-535-host', 'nvidia-smi.txt')))
+    with_line = ev.parse_nvidia_smi(_read(os.path.join(CORPUS, 'docker-image-nvml-565-on-535-host', 'nvidia-smi.txt')))
     assert with_line['nvml_mismatch'] and with_line['nvml_version'] == '565.57'
-    without = nd.parse_nvidia_smi(_read(os.path.join(CORPUS, 'rhel7-cuda-repo-465-mismatch', 'nvidia-smi.txt')))
+    without = ev.parse_nvidia_smi(_read(os.path.join(CORPUS, 'rhel7-cuda-repo-465-mismatch', 'nvidia-smi.txt')))
     assert without['nvml_mismatch'] and without['nvml_version'] is None
 
 
 def test_smi_query_multi_gpu():
-    facts = nd.parse_nvidia_smi(_read(os.path.join(CORPUS, 'query-gpu-driver-version-multi-gpu', 'nvidia-smi-query-gpu.txt')))
+    facts = ev.parse_nvidia_smi(_read(os.path.join(CORPUS, 'query-gpu-driver-version-multi-gpu', 'nvidia-smi-query-gpu.txt')))
     assert facts['query_versions'] == ['515.57', '515.57']
 
 
@@ -412,7 +425,7 @@ def test_smi_binary_vs_nvml_lookalike():
     text = ('Mismatch in versions between nvidia-smi and NVML.\n'
             'Are you sure you are using nvidia-smi provided with the driver?\n'
             'Failed to properly shut down NVML: Function Not Found\n')
-    facts = nd.evaluate({'nvidia_smi': text})
+    facts = evaluate({'nvidia_smi': text})
     assert facts['match'] is None
     assert [finding['kind'] for finding in facts['findings']] == ['nvidia-smi-vs-nvml']
 
@@ -421,7 +434,7 @@ def test_smi_no_driver():
     # format per https://github.com/NVIDIA/nvidia-docker/issues/988 (wrapped as published)
     text = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure\n"
             " that the latest NVIDIA driver is installed and running.\n")
-    facts = nd.evaluate({'nvidia_smi': text})
+    facts = evaluate({'nvidia_smi': text})
     assert facts['match'] is None and facts['kernel_module_version'] is None
     assert [finding['kind'] for finding in facts['findings']] == ['no-driver']
 
@@ -430,13 +443,13 @@ def test_nvml_prefix_only_for_the_nvml_line():
     proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.16  Thu Jan 16 01:00:00 UTC 2025\n'
     nvml = 'Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.86\n'
     # NVML agrees as a prefix, but NVML itself said mismatch: still false, and nothing else to list.
-    facts = nd.evaluate({'proc_version': proc, 'nvidia_smi': nvml})
+    facts = evaluate({'proc_version': proc, 'nvidia_smi': nvml})
     assert facts['match'] is False
     assert facts['userspace_versions'] == ['570.86']
-    assert nd.version_consistent('570.86', '570.86.16', nvml=True)
-    assert not nd.version_consistent('570.86', '570.86.16')
-    assert not nd.version_consistent('575.64', '575.64.03')
-    assert not nd.version_consistent('570.8', '570.86.16', nvml=True)
+    assert vs.version_consistent('570.86', '570.86.16', nvml=True)
+    assert not vs.version_consistent('570.86', '570.86.16')
+    assert not vs.version_consistent('575.64', '575.64.03')
+    assert not vs.version_consistent('570.8', '570.86.16', nvml=True)
 
 
 # ---------------------------------------------------------------------------
@@ -444,7 +457,7 @@ def test_nvml_prefix_only_for_the_nvml_line():
 # ---------------------------------------------------------------------------
 
 def test_library_names_from_ls():
-    libs = nd.parse_library_names(_read(os.path.join(CORPUS, 'ubuntu-ls-libnvidia-550-90-07', 'ls_libnvidia.txt')))
+    libs = ev.parse_library_names(_read(os.path.join(CORPUS, 'ubuntu-ls-libnvidia-550-90-07', 'ls_libnvidia.txt')))
     assert libs == {'libnvidia-ml.so': ['550.90.07'], 'libcudadebugger.so': ['550.90.07'], 'libcuda.so': ['550.90.07']}
 
 
@@ -452,7 +465,7 @@ def test_library_names_skip_own_versioned_and_unrelated():
     text = '\n'.join(['/usr/lib/x86_64-linux-gnu/libnvidia-egl-wayland.so.1.1.13', '/usr/lib/x86_64-linux-gnu/libnvidia-container.so.1.17.8',
                       '/usr/lib/x86_64-linux-gnu/libicudata.so.70.1', '/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1',
                       '/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.0', '/usr/lib/x86_64-linux-gnu/libnvidia-ptxjitcompiler.so.565.57.01'])
-    assert nd.parse_library_names(text) == {'libnvidia-ptxjitcompiler.so': ['565.57.01']}
+    assert ev.parse_library_names(text) == {'libnvidia-ptxjitcompiler.so': ['565.57.01']}
 
 
 @pytest.mark.skipif(not shutil.which('ldconfig') and not os.path.exists('/sbin/ldconfig'), reason='glibc ldconfig not installed')
@@ -463,9 +476,9 @@ def test_ldconfig_p_format_from_real_ldconfig():
     line = next(line for line in out.splitlines() if 'libc.so.6 ' in line)
     # The parser keeps NVIDIA names only; the same line with an NVIDIA soname must parse.
     nvidia_line = line.replace('libc.so.6', 'libnvidia-ml.so.1')
-    entries = nd.parse_ldconfig_p(nvidia_line)
+    entries = ev.parse_ldconfig_p(nvidia_line)
     assert len(entries) == 1 and entries[0][0] == 'libnvidia-ml.so.1' and entries[0][2].endswith('libnvidia-ml.so.1')
-    assert nd.parse_ldconfig_p(out) == [entry for entry in nd.parse_ldconfig_p(out) if 'nvidia' in entry[0] or 'cuda' in entry[0]]
+    assert ev.parse_ldconfig_p(out) == [entry for entry in ev.parse_ldconfig_p(out) if 'nvidia' in entry[0] or 'cuda' in entry[0]]
 
 
 # ---------------------------------------------------------------------------
@@ -473,17 +486,17 @@ def test_ldconfig_p_format_from_real_ldconfig():
 # ---------------------------------------------------------------------------
 
 def test_dpkg_column_view_with_header():
-    pkgs = nd.parse_dpkg(_read(os.path.join(CORPUS, 'debian-bookworm-smi-525-module-520', 'dpkg-query.txt')))
+    pkgs = pk.parse_dpkg(_read(os.path.join(CORPUS, 'debian-bookworm-smi-525-module-520', 'dpkg-query.txt')))
     assert [(p['status'], p['name'], p['upstream'], p['revision'], p['arch']) for p in pkgs] == [('ii', 'nvidia-smi', '525.85.12', '1', 'amd64')]
 
 
 @pytest.mark.skipif(not shutil.which('dpkg-query'), reason='dpkg-query not installed (not a Debian-family machine)')
 def test_dpkg_machine_format_from_real_dpkg_query():
     """The live module's own dpkg-query format, produced by the real dpkg-query of this machine."""
-    fmt = nd.DPKG_QUERY_FORMAT.replace('\\\\', '\\')
+    fmt = pk.DPKG_QUERY_FORMAT.replace('\\\\', '\\')
     out = subprocess.run(['dpkg-query', '-W', '-f', fmt, 'dpkg', 'libc6'], capture_output=True, text=True, check=True).stdout
     version = subprocess.run(['dpkg-query', '-W', '-f', '${Version}', 'dpkg'], capture_output=True, text=True, check=True).stdout
-    pkgs = dict((p['name'], p) for p in nd.parse_dpkg(out))
+    pkgs = dict((p['name'], p) for p in pk.parse_dpkg(out))
     assert pkgs['dpkg']['version'] == version
     assert pkgs['dpkg']['status'] == 'ii'
     assert pkgs['libc6']['arch_qualifier'] is not None
@@ -494,7 +507,7 @@ def test_ubuntu_server_packages_kernel_side_and_upload_counter():
     # format per https://github.com/NVIDIA/gpu-driver-container/pull/186 (complete rows only)
     text = _read(os.path.join(FORMATS, 'dpkg-l-ubuntu-550-server.txt'))
     proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.120  Fri Sep 13 10:10:01 UTC 2024\n'
-    facts = nd.evaluate({'dpkg': text, 'proc_version': proc})
+    facts = evaluate({'dpkg': text, 'proc_version': proc})
     assert [p['name'] for p in facts['packages']] == [
         'libnvidia-cfg1-550-server:amd64', 'libnvidia-compute-550-server:amd64', 'nvidia-compute-utils-550-server']
     assert facts['userspace_versions'] == ['550.127.08']
@@ -526,7 +539,7 @@ nvidia-libXNVCtrl-390.25-1.fc27.x86_64
 nvidia-persistenced-390.25-1.fc27.x86_64
 nvidia-settings-390.25-1.fc27.x86_64
 """
-    facts = nd.evaluate({'kernel_log': dmesg, 'rpm': rpm})
+    facts = evaluate({'kernel_log': dmesg, 'rpm': rpm})
     assert facts['kernel_module_version'] == '390.12'
     assert facts['kernel_module_flavor'] == 'proprietary'  # R390 < R515
     assert facts['distro_family'] == 'redhat'
@@ -544,7 +557,7 @@ nvidia-settings-390.25-1.fc27.x86_64
 
 def test_rpm_machine_format():
     text = 'libnvidia-ml\t3\t570.86.16\t1.el8\tx86_64\tNVIDIA Management Library (NVML)\n'
-    pkg = nd.parse_rpm(text)[0]
+    pkg = pk.parse_rpm(text)[0]
     assert (pkg['name'], pkg['epoch'], pkg['upstream'], pkg['revision'], pkg['arch']) == ('libnvidia-ml', '3', '570.86.16', '1.el8', 'x86_64')
 
 
@@ -567,15 +580,15 @@ def test_rpm_machine_format():
     ('nvidia-l4t-kernel', '5.10.104-tegra-35.3.1-20230319081403', '', 'kernel-side'),
 ])
 def test_classify_package(name, version, summary, kind):
-    epoch, upstream, revision = nd.split_debian_version(version)
+    epoch, upstream, revision = pk.split_debian_version(version)
     pkg = {'status': 'ii', 'name': name, 'upstream': upstream, 'revision': revision, 'summary': summary}
-    assert nd.classify_package(pkg) == kind
+    assert pk.classify_package(pkg) == kind
 
 
 def test_not_installed_rows_are_ignored():
     text = ('rc  libnvidia-compute-535:amd64 535.183.01-0ubuntu1 amd64 NVIDIA libcompute package\n'
             'un  nvidia-driver-binary <none> <none> (no description available)\n')
-    facts = nd.evaluate({'dpkg': text})
+    facts = evaluate({'dpkg': text})
     assert facts['packages'] == [] and facts['userspace_versions'] == []
 
 
@@ -584,25 +597,25 @@ def test_not_installed_rows_are_ignored():
 # ---------------------------------------------------------------------------
 
 def test_fix_with_real_apt_cache_madison():
-    available = nd.parse_apt_madison(_read(os.path.join(LIVE, 'apt-cache-madison.txt')))
+    available = pk.parse_apt_madison(_read(os.path.join(LIVE, 'apt-cache-madison.txt')))
     assert available['libnvidia-ml1'] == ['535.309.01-0+deb12u1', '535.261.03-1']
     dpkg = ('ii \tlibnvidia-ml1:amd64\t535.309.01-0+deb12u1\tamd64\tNVIDIA Management Library (NVML) runtime library\n'
             'ii \tnvidia-smi\t535.309.01-0+deb12u1\tamd64\tNVIDIA System Management Interface\n')
     proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.261.03  Wed Jul 16 20:21:07 UTC 2025\n'
     # Without the list: Debian's security revision carries a counter, so nothing is certain.
-    facts = nd.evaluate({'dpkg': dpkg, 'proc_version': proc})
+    facts = evaluate({'dpkg': dpkg, 'proc_version': proc})
     assert facts['fix_packages'] == [] and facts['match'] is False
-    facts = nd.evaluate({'dpkg': dpkg, 'proc_version': proc, 'available': available})
+    facts = evaluate({'dpkg': dpkg, 'proc_version': proc, 'available': available})
     assert facts['fix_packages'] == ['libnvidia-ml1=535.261.03-1', 'nvidia-smi=535.261.03-1']
     # A version the repositories do not have is reported, not guessed.
     proc_gone = proc.replace('535.261.03', '535.247.01')
-    facts = nd.evaluate({'dpkg': dpkg, 'proc_version': proc_gone, 'available': available})
+    facts = evaluate({'dpkg': dpkg, 'proc_version': proc_gone, 'available': available})
     assert facts['fix_packages'] == []
     assert 'no version 535.247.01' in facts['fix_skipped'][0]['reason']
 
 
 def test_real_apt_simulation_parse():
-    plan = nd.parse_apt_simulation(_read(os.path.join(LIVE, 'apt-get-s-install.txt')))
+    plan = pk.parse_apt_simulation(_read(os.path.join(LIVE, 'apt-get-s-install.txt')))
     installs = dict((name, new) for name, old, new in plan['install'])
     assert installs['libnvidia-ml1'] == '535.261.03-1'
     assert installs['nvidia-alternative'] == '535.261.03-1'
@@ -613,7 +626,7 @@ def test_apt_simulation_upgrade_and_remove_lines():
     # apt-get -s line format for an installed package and a removal (apt-pkg's simulation output)
     text = ('Remv nvidia-driver-565 [565.57.01-0ubuntu1]\n'
             'Inst libnvidia-compute-565 [565.57.01-0ubuntu1] (590.48.01-0ubuntu1 cuda [amd64])\n')
-    plan = nd.parse_apt_simulation(text)
+    plan = pk.parse_apt_simulation(text)
     assert plan['remove'] == [('nvidia-driver-565', '565.57.01-0ubuntu1')]
     assert plan['install'] == [('libnvidia-compute-565', '565.57.01-0ubuntu1', '590.48.01-0ubuntu1')]
 
@@ -623,10 +636,10 @@ def test_apt_simulation_upgrade_and_remove_lines():
 # ---------------------------------------------------------------------------
 
 def test_os_release_families():
-    assert nd.parse_os_release('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n')['family'] == 'debian'
-    assert nd.parse_os_release('ID=ubuntu\nID_LIKE=debian\n')['family'] == 'debian'
-    assert nd.parse_os_release('ID="rocky"\nID_LIKE="rhel centos fedora"\n')['family'] == 'redhat'
-    assert nd.parse_os_release('ID=arch\n')['family'] is None
+    assert ev.parse_os_release('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\n')['family'] == 'debian'
+    assert ev.parse_os_release('ID=ubuntu\nID_LIKE=debian\n')['family'] == 'debian'
+    assert ev.parse_os_release('ID="rocky"\nID_LIKE="rhel centos fedora"\n')['family'] == 'redhat'
+    assert ev.parse_os_release('ID=arch\n')['family'] is None
 
 
 @pytest.mark.parametrize('files, expected', [
@@ -639,23 +652,25 @@ def test_os_release_families():
     ({'/proc/1/cgroup': '0::/init.scope\n', '/proc/1/environ': 'PATH=/bin\0'}, (False, None)),
 ])
 def test_detect_container(files, expected):
-    assert nd.detect_container(files)[:2] == expected
+    assert ev.detect_container(files)[:2] == expected
 
 
 def test_recommendation_bare_host_vs_container():
     proc = _read(os.path.join(CORPUS, 'debian-bookworm-smi-525-module-520', 'proc_driver_nvidia_version.txt'))
     dpkg = _read(os.path.join(CORPUS, 'debian-bookworm-smi-525-module-520', 'dpkg-query.txt'))
     base = {'proc_version': proc, 'dpkg': dpkg}
-    container = nd.evaluate(dict(base, container_files={'/run/systemd/container': 'lxc\n'}))
-    assert nd.recommend(container, True) == 'install_userspace'
+    container = vd.evaluate(dict(base, container_files={'/run/systemd/container': 'lxc\n'}))
+    assert vd.recommend(container, True) == 'install_userspace'
     # Bare host whose module file on disk is newer: reboot, not a user-space downgrade.
-    newer = nd.evaluate(dict(base, container_files={}, modinfo='version:        525.85.12\nlicense:        NVIDIA\n'))
-    assert nd.recommend(newer, True) == 'reboot'
-    assert 'reboot' in nd.describe(newer, 'reboot')
+    newer = vd.evaluate(dict(base, container_files={}, modinfo='version:        525.85.12\nlicense:        NVIDIA\n'))
+    assert vd.recommend(newer, True) == 'reboot'
+    assert 'reboot' in vd.describe(newer, 'reboot')
     # Bare host whose module file is the loaded one: user space moved alone, install it.
-    same = nd.evaluate(dict(base, container_files={}, modinfo='version:        520.56.06\nlicense:        NVIDIA\n'))
-    assert nd.recommend(same, True) == 'install_userspace'
-    assert 'nvidia-smi=520.56.06-1' in nd.describe(same, 'install_userspace')
+    same = vd.evaluate(dict(base, container_files={}, modinfo='version:        520.56.06\nlicense:        NVIDIA\n'))
+    assert vd.recommend(same, True) == 'install_userspace'
+    plan = fx.plan_fix(same)
+    assert plan.pins == ['nvidia-smi=520.56.06-1']
+    assert 'nvidia-smi=520.56.06-1' in vd.describe(same, 'install_userspace', plan.pins, plan.skipped)
 
 
 # ---------------------------------------------------------------------------
@@ -676,7 +691,7 @@ local/nvidia-settings 550.90.07-1
 local/nvidia-utils 550.90.07-1
     NVIDIA drivers utilities
 """
-    facts = nd.evaluate({'pacman': text, 'kernel_log': SYSLOG_012})
+    facts = evaluate({'pacman': text, 'kernel_log': SYSLOG_012})
     assert sorted(p['name'] for p in facts['packages']) == ['lib32-nvidia-utils', 'nvidia-utils']
     assert facts['distro_family'] is None
     assert facts['fix_packages'] == []  # the fix only speaks apt and dnf
@@ -687,7 +702,7 @@ local/nvidia-utils 550.90.07-1
 def test_pacman_module_packages_are_kernel_side():
     for name in ('nvidia', 'nvidia-open', 'nvidia-lts', 'nvidia-open-lts'):
         pkg = {'status': 'ii', 'name': name, 'upstream': '570.86.16', 'revision': '2', 'summary': '', 'manager': 'pacman'}
-        assert nd.classify_package(pkg) == 'kernel-side', name
+        assert pk.classify_package(pkg) == 'kernel-side', name
 
 
 def test_dnf_list_installed():
@@ -704,7 +719,7 @@ Available Packages
 nvidia-driver-NVML.x86_64                  3:450.51.06-1.el8 cuda-rhel8-x86_64
 """
     proc = 'NVRM version: NVIDIA UNIX x86_64 Kernel Module  450.36.06  Thu May 28 20:51:21 UTC 2020\n'
-    facts = nd.evaluate({'rpm': text, 'proc_version': proc})
+    facts = evaluate({'rpm': text, 'proc_version': proc})
     assert sorted(p['name'] for p in facts['packages']) == ['nvidia-driver', 'nvidia-driver-cuda-libs', 'nvidia-fabricmanager-450']
     assert facts['userspace_versions'] == ['450.51.06']
     assert facts['match'] is False
@@ -716,13 +731,13 @@ nvidia-driver-NVML.x86_64                  3:450.51.06-1.el8 cuda-rhel8-x86_64
 
 
 def test_proc_unknown_wording_falls_back_to_the_first_version():
-    facts = nd.parse_proc_version('NVRM version: NVIDIA UNIX x86_64 Kernel Module for something new  590.48.01  Release Build\n')
+    facts = ev.parse_proc_version('NVRM version: NVIDIA UNIX x86_64 Kernel Module for something new  590.48.01  Release Build\n')
     assert facts['version'] == '590.48.01'
 
 
 def test_rpmfusion_kmodsrc_is_kernel_side():
     pkg = {'status': 'ii', 'name': 'xorg-x11-drv-nvidia-kmodsrc', 'upstream': '440.100', 'revision': '1.fc32', 'summary': '', 'manager': 'rpm'}
-    assert nd.classify_package(pkg) == 'kernel-side'
+    assert pk.classify_package(pkg) == 'kernel-side'
 
 
 # ---------------------------------------------------------------------------
@@ -730,7 +745,7 @@ def test_rpmfusion_kmodsrc_is_kernel_side():
 # ---------------------------------------------------------------------------
 
 def test_dnf_transaction_recorded():
-    plan = nd.parse_dnf_transaction(_read(os.path.join(LIVE, 'dnf-assumeno-install.txt')))
+    plan = pk.parse_dnf_transaction(_read(os.path.join(LIVE, 'dnf-assumeno-install.txt')))
     assert plan['resolved'] is True and plan['remove'] == []
     assert [(name, evr) for name, evr, dummy in plan['install']] == [
         ('nvidia-driver-NVML', '3:535.309.01-1.el9'), ('nvidia-driver-cuda', '3:535.309.01-1.el9'),
@@ -753,7 +768,7 @@ def test_dnf_transaction_wrapped_rows_removals_and_obsoletes():
             'Downgrading:\n'
             ' nvidia-persistenced   x86_64  3:570.86.15-1.el8  cuda-rhel8-x86_64  40 k\n'
             '\nTransaction Summary\n' + '=' * 40 + '\nInstall  2 Packages\n')
-    plan = nd.parse_dnf_transaction(text)
+    plan = pk.parse_dnf_transaction(text)
     assert [name for name, dummy, dummy2 in plan['install']] == ['nvidia-driver-cuda-libs-with-a-very-long-name', 'libnvidia-ml',
                                                                  'nvidia-persistenced']
     assert plan['remove'] == [('nvidia-driver-NVML', '3:550.90.07-1.el8'), ('cuda-nvml-devel-12-4', '12.4.127-1')]
@@ -761,17 +776,17 @@ def test_dnf_transaction_wrapped_rows_removals_and_obsoletes():
 
 def test_dnf_transaction_unresolved():
     text = 'Error: Unable to find a match: nvidia-driver-cuda-libs-535.309.01-1.el9\n'
-    assert nd.parse_dnf_transaction(text) == {'install': [], 'remove': [], 'resolved': False}
+    assert pk.parse_dnf_transaction(text) == {'install': [], 'remove': [], 'resolved': False}
 
 
 def test_versionlock_list_recorded():
-    locks = nd.parse_versionlock_list(_read(os.path.join(LIVE, 'dnf-versionlock-list.txt')))
+    locks = pk.parse_versionlock_list(_read(os.path.join(LIVE, 'dnf-versionlock-list.txt')))
     assert sorted(locks) == ['nvidia-driver-NVML-3:535.261.03-1.el9.*', 'nvidia-driver-cuda-3:535.261.03-1.el9.*',
                              'nvidia-driver-cuda-libs-3:535.261.03-1.el9.*', 'nvidia-driver-libs-3:535.261.03-1.el9.*']
-    names = sorted(nd.versionlock_name(entry) for entry in locks)
+    names = sorted(pk.versionlock_name(entry) for entry in locks)
     assert names == ['nvidia-driver-NVML', 'nvidia-driver-cuda', 'nvidia-driver-cuda-libs', 'nvidia-driver-libs']
     # excludes ("!" entries) are not locks
-    assert nd.parse_versionlock_list('!nvidia-driver-3:570.86.15-1.el8.*\n') == []
+    assert pk.parse_versionlock_list('!nvidia-driver-3:570.86.15-1.el8.*\n') == []
 
 
 @pytest.mark.parametrize('pin, manager, name, version', [
@@ -780,5 +795,5 @@ def test_versionlock_list_recorded():
     ('libnvidia-ml1:amd64=535.261.03-1', 'apt', 'libnvidia-ml1', '535.261.03-1'),
 ])
 def test_pin_name_and_version(pin, manager, name, version):
-    assert nd.pin_name(pin, manager) == name
-    assert nd.pin_version(pin, manager) == version
+    assert pk.pin_name(pin, manager) == name
+    assert pk.pin_version(pin, manager) == version

@@ -4,7 +4,7 @@
 
 """The nvidia_driver_match module end to end in-process: arguments, results, check mode, diff, fix paths.
 
-The host's view (``NvidiaDriverHost.gather``) is replaced by recorded corpus evidence, and the
+The host's view (``EvidenceReader.gather``) is replaced by recorded corpus evidence, and the
 package tools by a table of recorded outputs (tests/fixtures/nvidia_live: real apt-cache and apt-get
 output), following community.general's mocked run_command tables.  The real module against real
 files and a real ansible-playbook run is in tests/integration/test_nvidia_driver_match_ns.py.
@@ -19,7 +19,8 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_driver as nd
+from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_evidence as ev
+from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_host as hc
 from ansible_collections.llmops.sglang.plugins.modules import nvidia_driver_match
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures')
@@ -68,8 +69,8 @@ class Host:
 @pytest.fixture
 def run_module(monkeypatch, capsys):
     def runner(args, host, check_mode=False, diff=False):
-        monkeypatch.setattr(nd.NvidiaDriverHost, 'gather', lambda self, pm='auto': host.gather(self, pm))
-        monkeypatch.setattr(nd.NvidiaDriverHost, 'bin', lambda self, name: '/usr/bin/' + name)
+        monkeypatch.setattr(ev.EvidenceReader, 'gather', lambda self, pm='auto', smi_table=False: host.gather(self, pm))
+        monkeypatch.setattr(hc.HostCommands, 'bin', lambda self, name, path_first=False: '/usr/bin/' + name)
 
         def fake_run_command(module, argv, **kw):  # a plain function on the class, so the AnsibleModule comes in as `module`
             return host.run_command(module, argv, **kw)
