@@ -17,9 +17,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_packages imp
     parse_apt_simulation,
     parse_dnf_list,
     parse_dnf_transaction,
-    parse_versionlock_list,
     pin_name,
     pin_version,
+    read_versionlocks,
     rpm_versions,
     versionlock_name,
 )
@@ -140,11 +140,12 @@ class DnfBackend(PackageBackend):
 
     def locks(self, names):
         """The versionlock entries on NAMES, or None when the versionlock plugin is not there."""
-        rc, out, dummy = self.host.run([self._dnf(), '-q', 'versionlock', 'list'])
-        if rc != 0:
+        self._dnf()
+        entries = read_versionlocks(self.host)
+        if entries is None:
             return None
         wanted = set(names)
-        return [entry for entry in parse_versionlock_list(out) if versionlock_name(entry) in wanted]
+        return [entry for entry in entries if versionlock_name(entry) in wanted]
 
     def prepare(self, pins):
         locks = self.locks([self.pin_name(pin) for pin in pins])

@@ -389,7 +389,6 @@ def detect_container(files):
     return False, None, None
 
 
-
 def read_text(path, limit=1 << 20):
     """File contents as text, ``None`` when absent or unreadable."""
     try:

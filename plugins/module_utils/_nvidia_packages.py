@@ -343,7 +343,6 @@ def pin_version(pin, manager):
     return '%s-%s' % (parts[1], parts[2])
 
 
-
 def stale_locks(entries, installed):
     """Lock entries on packages of ``installed`` ({name: version-release}) at another version than the installed one.
 
@@ -402,6 +401,15 @@ def rpm_versions(host, names):
     """Installed ``version-release`` per package name (rpm database)."""
     dummy, out, dummy2 = host.run([host.bin('rpm'), '-q', '--qf', RPM_QUERY_FORMAT] + sorted(set(names)))
     return dict((pkg['name'], pkg['version']) for pkg in parse_rpm('\n'.join(line for line in (out or '').splitlines() if '\t' in line)))
+
+
+def read_versionlocks(host):
+    """All ``dnf versionlock list`` entries, ``None`` when dnf or its versionlock plugin is not there."""
+    dnf = host.bin('dnf') or host.bin('yum')
+    if not dnf:
+        return None
+    rc, out, dummy = host.run([dnf, '-q', 'versionlock', 'list'])
+    return parse_versionlock_list(out) if rc == 0 else None
 
 
 # The requirements of NVIDIA's packages that are NVIDIA's own (kernel module packages, the kmod common files, libraries).

@@ -30,7 +30,6 @@ LIVE = os.path.join(FIXTURES, 'nvidia_live')
 FORMATS = os.path.join(FIXTURES, 'nvidia_formats')
 
 
-
 def evaluate(evidence):
     """The facts of the verdict with the fix plan the pure rules (or ``available``) give, as the module reports them."""
     verdict = vd.evaluate(evidence)
@@ -381,7 +380,7 @@ def test_gsp_missing_firmware_is_reported():
 
 def test_taint_line_means_proprietary():
     facts = evaluate({'kernel_log': "[    3.656114] nvidia: module license 'NVIDIA' taints kernel.\n",
-                         'nvidia_smi_query': '580.95.05\n'})
+                      'nvidia_smi_query': '580.95.05\n'})
     assert facts['kernel_module_flavor'] == 'proprietary'
 
 
@@ -797,3 +796,59 @@ def test_versionlock_list_recorded():
 def test_pin_name_and_version(pin, manager, name, version):
     assert pk.pin_name(pin, manager) == name
     assert pk.pin_version(pin, manager) == version
+
+
+# ---------------------------------------------------------------------------
+# GPUs on the PCI bus, driver versions for pre-flight checks, stale version locks
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize('device, arch', [
+    ('2684', 'ada'),          # GeForce RTX 4090
+    ('2c18', 'blackwell'),    # GeForce RTX 5090 Laptop GPU
+    ('2bb1', 'blackwell'),    # RTX PRO 6000 Blackwell
+    ('2330', 'hopper'),       # H100 SXM5
+    ('20b0', 'ampere'),       # A100 SXM4: first of the range ampere shares with turing's 21xx
+    ('1e04', 'turing'),       # RTX 2080 Ti
+    ('1db1', 'volta'),        # V100 SXM2: inside pascal's range, volta wins (first match)
+    ('1b06', 'pascal'),       # GTX 1080 Ti
+    ('1023', 'unknown'),      # Kepler K40: older than the table
+    ('zzzz', 'unknown'),
+])
+def test_gpu_architecture(device, arch):
+    assert ev.gpu_architecture(device) == arch
+
+
+def test_parse_lspci_keeps_display_controllers_only():
+    text = '01:00.0 0300: 10de:2684 (rev a1)\n01:00.1 0403: 10de:22ba (rev a1)\n41:00.0 0302: 10de:2330 (rev a1)\n'
+    assert ev.parse_lspci(text) == [{'slot': '01:00.0', 'pci_id': '10de:2684', 'architecture': 'ada'},
+                                    {'slot': '41:00.0', 'pci_id': '10de:2330', 'architecture': 'hopper'}]
+
+
+def test_read_sysfs_gpus(tmp_path):
+    for slot, vendor, cls, device in (('0000:01:00.0', '0x10de', '0x030000', '0x2bb1'), ('0000:01:00.1', '0x10de', '0x040300', '0x22e8'),
+                                      ('0000:00:02.0', '0x8086', '0x030000', '0x3e92')):
+        (tmp_path / slot).mkdir()
+        for name, value in (('vendor', vendor), ('class', cls), ('device', device)):
+            (tmp_path / slot / name).write_text(value + '\n')
+    assert ev.read_sysfs_gpus(str(tmp_path)) == [{'slot': '0000:01:00.0', 'pci_id': '10de:2bb1', 'architecture': 'blackwell'}]
+
+
+def test_driver_versions_from_proc_and_nvml_mismatch():
+    """A drifted host: the module from /proc, user space only from the NVML library line of the failed nvidia-smi."""
+    proc = 'NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  590.48.01  Release Build  (dvs-builder@U22-I3-AF03-09-1)\n'
+    smi = 'Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95\n'
+    versions = ev.driver_versions({'proc_version': proc, 'nvidia_smi': smi, 'nvidia_smi_query': smi})
+    assert versions.to_json() == {'kernel_module': '590.48.01', 'kernel_module_source': '/proc/driver/nvidia/version', 'userspace': '580.95',
+                                  'userspace_source': 'NVML library version line', 'cuda_driver': None, 'notes': []}
+
+
+def test_driver_versions_from_library_files_only():
+    versions = ev.driver_versions({'sys_module_version': '575.64.03\n', 'libraries': '/usr/lib64/libnvidia-ml.so.575.64.03\n'})
+    assert (versions.kernel_module, versions.userspace, versions.userspace_source) == ('575.64.03', '575.64.03', 'library libnvidia-ml.so')
+
+
+def test_stale_locks_against_the_recorded_versionlock_list():
+    entries = pk.parse_versionlock_list(_read(os.path.join(LIVE, 'dnf-versionlock-list.txt')))
+    assert pk.stale_locks(entries, {'nvidia-driver-cuda': '535.261.03-1.el9', 'nvidia-driver-NVML': '535.261.03-1.el9'}) == []
+    assert pk.stale_locks(entries, {'nvidia-driver-cuda': '535.309.01-1.el9', 'kmod-nvidia-latest-dkms': '535.309.01-1.el9'}) == \
+        ['nvidia-driver-cuda-3:535.261.03-1.el9.*']
