@@ -10,7 +10,6 @@ Private module_utils of llmops.sglang.nvidia_driver_match.
 from __future__ import annotations
 
 from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_fix import FixError, PackageBackend, checked_plan, tail
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_host import C_ENV
 from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_packages import (
     dpkg_versions,
     parse_apt_madison,
@@ -24,7 +23,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_packages imp
     versionlock_name,
 )
 
-APT_ENV = dict(C_ENV, DEBIAN_FRONTEND='noninteractive', NEEDRESTART_MODE='l')
+# Added to the runner's C locale: no debconf questions, no needrestart prompt.
+APT_ENV = {'DEBIAN_FRONTEND': 'noninteractive', 'NEEDRESTART_MODE': 'l'}
 APT_INSTALL_OPTIONS = ['-y', '--no-install-recommends', '--allow-downgrades', '--allow-change-held-packages',
                        '-o', 'Dpkg::Options::=--force-confdef', '-o', 'Dpkg::Options::=--force-confold']
 # dnf/yum install options the fix uses: no weak dependencies (the driver's Recommends pull in X.org and more).

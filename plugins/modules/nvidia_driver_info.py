@@ -42,18 +42,13 @@ options:
     default: []
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
     details: Read-only; it reads the same in check mode.
   diff_mode:
     support: none
-  idempotent:
-    support: full
-    details: Read-only; never reports a change.
-  platform:
-    platforms: posix
 notes:
   - Run it with C(become=true) to read the kernel log.
   - C(lspci) comes from C(pciutils); without it the GPUs are read from sysfs.
