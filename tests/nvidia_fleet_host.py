@@ -219,8 +219,8 @@ def run_playbook(node, playbook, check_mode=False, extra=()):
     return run(argv, env=env)
 
 
-def match_playbook(path, args, out, hosts='all', check_mode=None):
-    """Write to PATH a playbook running llmops.sglang.nvidia_driver_match with ARGS on HOSTS; its result goes to OUT on the controller.
+def match_playbook(path, args, out, hosts='all', check_mode=None, module='nvidia_driver_match'):
+    """Write to PATH a playbook running llmops.sglang.MODULE (nvidia_driver_match) with ARGS on HOSTS; its result goes to OUT on the controller.
 
     The module's failure is a result too (ignore_errors).  CHECK_MODE True or False sets check mode on the
     module task alone; None leaves it to the command line (--check).
@@ -231,8 +231,8 @@ def match_playbook(path, args, out, hosts='all', check_mode=None):
             - hosts: %s
               gather_facts: false
               tasks:
-                - name: Run nvidia_driver_match
-                  llmops.sglang.nvidia_driver_match: %s
+                - name: Run %s
+                  llmops.sglang.%s: %s
                   register: nvidia%s
                   # The failure is the result under test; it is written out and asserted by pytest.
                   ignore_errors: true
@@ -243,7 +243,7 @@ def match_playbook(path, args, out, hosts='all', check_mode=None):
                     mode: "0600"
                   delegate_to: localhost
                   check_mode: false
-            ''') % (hosts, json.dumps(args), task_check_mode, out))
+            ''') % (hosts, module, module, json.dumps(args), task_check_mode, out))
 
 
 def run_match(node, args, check_mode=False):

@@ -92,13 +92,13 @@ def stage(tmp_path_factory):
     return work
 
 
-def run_module(stage, name, proc_text=None, sys_version=None, args=None, check_mode=False, packages=True):
+def run_module(stage, name, proc_text=None, sys_version=None, args=None, check_mode=False, packages=True, module='nvidia_driver_match'):
     """Run the module through ansible-playbook inside a private mount namespace; return its result."""
     case = stage / name
     case.mkdir()
     result_file = case / 'result.json'
     playbook = case / 'play.yml'
-    fh.match_playbook(playbook, args or {}, result_file, hosts='localhost', check_mode=check_mode)
+    fh.match_playbook(playbook, args or {}, result_file, hosts='localhost', check_mode=check_mode, module=module)
     script = ['set -e']
     if proc_text is not None:
         (case / 'version').write_text(proc_text)
@@ -151,6 +151,28 @@ def test_match(stage):
     # NVIDIA's real nvidia-smi ran and could not reach a driver: reported as what it is.
     assert [finding['kind'] for finding in result['findings']] == ['no-driver']
     assert result['fix_packages'] == []
+
+
+def test_info_reads_the_same_host_in_check_mode(stage):
+    """nvidia_driver_info over the same real packages, loader cache and nvidia-smi: facts, never a change or a failure."""
+    proc = corpus('debian-bookworm-smi-525-module-520').replace('520.56.06', VERSION)
+    result = run_module(stage, 'info', proc_text=proc, sys_version=VERSION, check_mode=True, module='nvidia_driver_info')
+    assert not result.get('failed'), result.get('msg')
+    assert result['changed'] is False
+    assert result['kernel_module'] == {'version': VERSION, 'loaded': True, 'flavor': 'proprietary', 'flavor_source': '/proc/driver/nvidia/version',
+                                       'source': '/proc/driver/nvidia/version', 'file_version': None}
+    assert result['match'] is True
+    assert result['userspace']['libraries'] == {'libcuda.so': VERSION, 'libnvidia-ml.so': VERSION}
+    assert sorted(part['component'] for part in result['userspace']['sources']) == [
+        'library libcuda.so', 'library libnvidia-ml.so', 'package libcuda1', 'package libnvidia-ml1', 'package nvidia-smi']
+    # NVIDIA's real nvidia-smi cannot reach a driver here: user space comes from libnvidia-ml's file name, NVML reports no CUDA version.
+    assert result['driver_versions'] == {'kernel_module': VERSION, 'kernel_module_source': '/proc/driver/nvidia/version', 'userspace': VERSION,
+                                         'userspace_source': 'library libnvidia-ml.so', 'cuda_driver': None, 'notes': []}
+    assert [finding['kind'] for finding in result['findings']] == ['no-driver']
+    assert (result['distro_family'], result['package_manager']) == ('debian', 'apt')
+    assert result['versionlocks'] == {'available': None, 'entries': [], 'stale': []}
+    assert result['gpu_source'] in ('lspci', '/sys/bus/pci/devices')
+    assert [gpu['pci_id'][:5] for gpu in result['gpus']] == ['10de:'] * len(result['gpus'])
 
 
 def test_mismatch_against_installed_packages(stage):
