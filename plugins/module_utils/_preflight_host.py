@@ -20,7 +20,9 @@ import pwd
 from ansible_collections.llmops.sglang.plugins.module_utils import _cuda_compat as cc
 from ansible_collections.llmops.sglang.plugins.module_utils import _gpu_holders as gh
 from ansible_collections.llmops.sglang.plugins.module_utils import _model_disk as md
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_driver as nd
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_evidence import EvidenceReader, parse_nvidia_smi
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_host import HostCommands
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_verdict import evaluate
 from ansible_collections.llmops.sglang.plugins.module_utils import _ports as pt
 from ansible_collections.llmops.sglang.plugins.module_utils import _preflight as pf
 from ansible_collections.llmops.sglang.plugins.module_utils import _proc_stop as ps
@@ -81,14 +83,14 @@ class PreflightHost:
 
     def driver(self, smi_header):
         """The loaded driver (nvidia_driver_match's evidence and verdict) and the CUDA version nvidia-smi reports."""
-        evidence = nd.NvidiaDriverHost(self.module).gather()
+        evidence = EvidenceReader(HostCommands(self.module)).gather()
         evidence['nvidia_smi'] = smi_header or None
-        facts = nd.evaluate(evidence)
-        version = facts['kernel_module_version']
-        mismatches = ['%s %s' % (item.get('component'), item.get('version')) for item in facts['mismatches']]
-        return {'version': version, 'branch': version.split('.')[0] if version else None, 'match': facts['match'],
-                'userspace': facts['userspace_versions'], 'mismatches': mismatches,
-                'source': facts['kernel_module_source'], 'cuda': nd.parse_nvidia_smi(smi_header)['cuda_version']}
+        verdict = evaluate(evidence)
+        version = verdict.kernel_module_version
+        mismatches = ['%s %s' % (item.get('component'), item.get('version')) for item in verdict.mismatches]
+        return {'version': version, 'branch': version.split('.')[0] if version else None, 'match': verdict.match,
+                'userspace': verdict.userspace_versions, 'mismatches': mismatches,
+                'source': verdict.kernel_module_source, 'cuda': parse_nvidia_smi(smi_header)['cuda_version']}
 
     def site_dirs(self, python):
         """The interpreter's sys.path entries (its site-packages), or [] when it cannot run."""
