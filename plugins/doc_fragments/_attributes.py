@@ -17,9 +17,16 @@ attributes:
         and changes nothing on the target.
 '''
 
-    # What every module of this collection shares: idempotent, runs on POSIX targets. Use it after
+    # What every module of this collection shares: idempotent, runs on POSIX targets. A plain literal (not
+    # IDEMPOTENT + ...): ansible-test's yamllint sanity reads fragments as literals and crashes on an expression. Use it after
     # ansible.builtin.action_common_attributes; a module adds its own check_mode, diff_mode (and idempotent details).
-    MODULE = IDEMPOTENT + r'''    support: full
+    MODULE = r'''
+attributes:
+  idempotent:
+    description:
+      - When run twice in a row with the same arguments, the second run reports RV(ignore:changed=false)
+        and changes nothing on the target.
+    support: full
   platform:
     platforms: posix
 '''
