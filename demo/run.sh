@@ -3,19 +3,24 @@
 # one network namespace and sshd each), then run the unchanged llmops.sglang.deploy playbook
 # against them over real SSH.
 #
-#   bash demo/run.sh          # every host replays a real recorded startup that became ready
-#   bash demo/run.sh crash    # node1 replays a real recorded crash, node2 runs the real
-#                             # `python -m sglang.launch_server` (it fails: no GPU stack)
-#   bash demo/run.sh tune     # the seeds' tuning experiment with llmops.sglang.tune on node1: baseline, SM120 fusion
-#                             # (regression, rolled back), NCCL_ALGO=Tree (crash, rolled back), one table
+#   bash demo/run.sh          # every host replays a real recorded startup that becomes ready (the first one
+#                             # paced so its stages can be followed), then a second deploy of the same hosts shows
+#                             # the no-change path (changed=0), then the read-only check
+#   bash demo/run.sh crash    # the first host replays a real recorded CUDA OOM, the second runs the real
+#                             # `python -m sglang.launch_server` (it fails: no GPU stack), the third an NCCL crash
+#   bash demo/run.sh tune     # the seeds' tuning experiment with llmops.sglang.tune on the first host: baseline, SM120
+#                             # fusion (regression, rolled back), NCCL_ALGO=Tree (crash, rolled back), one table
 #
-# Needs root on a Debian/Ubuntu machine; no GPU. Set LLMOPS_DEMO_KEEP=1 to leave the hosts up.
+# Needs root on a Debian 12 / Ubuntu 24.04 machine with network access to PyPI and the Debian archive; no GPU.
+# LLMOPS_DEMO_KEEP=1 leaves the hosts up (fleet.sh ssh node1 ...; tests/infra/fleet.sh down node1 node2 node3),
+# LLMOPS_DEMO_NODES="a b c" names the hosts, LLMOPS_FLEET_DIR moves the state (default /var/tmp/llmops-fleet),
+# LLMOPS_CONTROLLER_PYTHON picks the controller's interpreter (default: the newest Python >= 3.12, else python3).
 set -euo pipefail
 
 scenario=${1:-ready}
 case "$scenario" in
   ready | crash) ;;
-  tune) nodes_override=(node1) ;;
+  tune) ;;
   *) echo "usage: $0 [ready|crash|tune]" >&2; exit 2 ;;
 esac
 
@@ -23,10 +28,13 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 fleet="$repo/tests/infra/fleet.sh"
 dir=${LLMOPS_FLEET_DIR:-/var/tmp/llmops-fleet}
 export LLMOPS_FLEET_DIR=$dir
-nodes=(node1 node2 node3)
-[ -n "${nodes_override+x}" ] && nodes=("${nodes_override[@]}")
+# shellcheck disable=SC2206  # host names are words
+nodes=(${LLMOPS_DEMO_NODES:-node1 node2 node3})
+# the tune demo runs on the first host alone
+[ "$scenario" = tune ] && nodes=("${nodes[0]}")
 
 step() { printf '\n== %s\n' "$*"; }
+seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "demo/run.sh boots systemd-nspawn hosts and network namespaces: run it as root" >&2
@@ -36,9 +44,12 @@ fi
 step "Installing host tools (openssh, mmdebstrap, systemd-container, ...)"
 bash "$fleet" deps
 
-step "Preparing the controller venv (ansible-core 2.21 on Python >= 3.12)"
-venv=$(bash "$repo/tests/infra/controller-venv.sh" "$dir/venv-2.21" "$repo/tests/requirements-demo.txt")
+step "Preparing the controller venv (ansible-core 2.21 on Python >= 3.12; 2.19 on Debian 12's Python 3.11)"
+venv=$(bash "$repo/tests/infra/controller-venv.sh" "$dir/controller-venv" "$repo/tests/requirements-demo.txt")
 export PATH="$venv/bin:$PATH"
+# fleet.sh's pip download runs with the venv's pip (a stock Debian python3 has none)
+export LLMOPS_FLEET_PYTHON="$venv/bin/python"
+"$venv/bin/ansible" --version | head -n 1
 
 mkdir -p "$dir/collections/ansible_collections/llmops"
 ln -sfn "$repo" "$dir/collections/ansible_collections/llmops/sglang"
@@ -86,18 +97,30 @@ if [ "$scenario" = tune ]; then
   exit $rc
 fi
 
-step "ansible-playbook llmops.sglang.deploy ($scenario)"
-start=$(date +%s)
+deploy() {
+  ansible-playbook llmops.sglang.deploy -i "$dir/demo-hosts.yml" -i "$repo/demo/inventory.yml" -e llmops_demo="$scenario" "$@"
+}
+
+step "ansible-playbook llmops.sglang.deploy ($scenario): install, configure, start, follow each start until it serves"
+start=$(date +%s.%N)
 set +e
-ansible-playbook llmops.sglang.deploy \
-  -i "$dir/demo-hosts.yml" -i "$repo/demo/inventory.yml" \
-  -e llmops_demo="$scenario"
+if [ "$scenario" = crash ]; then
+  # the rows of the table are data: select the crashed hosts and their signature with JMESPath
+  deploy -e "sglang_report_query=[?status=='crashed'].{host: host, signature: signature}"
+else
+  deploy
+fi
 rc=$?
 set -e
 echo
-echo "deploy playbook finished in $(( $(date +%s) - start ))s with exit code $rc"
+echo "deploy playbook finished in $(seconds_since "$start")s with exit code $rc"
 if [ "$rc" -eq 0 ]; then
-  step "ansible-playbook llmops.sglang.check (read-only: patch state and readiness)"
+  step "ansible-playbook llmops.sglang.deploy again: nothing changed, so each host is one check (changed=0)"
+  start=$(date +%s.%N)
+  deploy
+  echo
+  echo "second deploy finished in $(seconds_since "$start")s"
+  step "ansible-playbook llmops.sglang.check (read-only: driver, patch state and readiness)"
   ansible-playbook llmops.sglang.check \
     -i "$dir/demo-hosts.yml" -i "$repo/demo/inventory.yml" -e llmops_demo="$scenario"
 fi

@@ -130,7 +130,7 @@ for tool_pkg in dpkg-scanpackages:dpkg-dev objcopy:binutils rpmbuild:rpm creater
 done
 STEP_NAMES+=(setup-apt); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
 
-say "setup: venvs (ansible-core 2.21 and 2.20 on Python >= 3.12)"
+say "setup: venvs (ansible-core 2.21 and 2.20 on Python >= 3.12; 2.19 on Debian 12's Python 3.11 without one)"
 t0=$(date +%s.%N)
 mkdir -p "$CI_DIR"
 bash "$REPO/tests/infra/controller-venv.sh" "$VENV" "$REPO/tests/requirements-ci.txt" >/dev/null \
@@ -139,6 +139,10 @@ bash "$REPO/tests/infra/controller-venv.sh" "$VENV20" "$REPO/tests/requirements-
     || setup_fail "creating $VENV20 from tests/requirements-ci-2.20.txt"
 "$VENV/bin/ansible" --version | head -n 1
 "$VENV20/bin/ansible" --version | head -n 1
+# the controller Python of the main line: ansible-test runs sanity and units on it
+PYV=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+# fleet.sh's pip download (wheelhouses for the test hosts) runs with the venv's pip (a stock Debian python3 has none)
+export LLMOPS_FLEET_PYTHON=$VENV/bin/python
 STEP_NAMES+=(setup-venvs); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
 
 # The tools keep state under $HOME (ansible-test's sanity venvs in ~/.ansible/test, molecule's
@@ -184,7 +188,8 @@ fi
 export PATH="$VENV/bin:$PYPATH$PATH"
 export ANSIBLE_COLLECTIONS_PATH=$COLL_ROOT
 OTHER_PYTHONS=()
-for v in 3.9 3.10 3.11 3.13 3.14; do
+for v in 3.9 3.10 3.11 3.12 3.13 3.14; do
+    [[ $v == "$PYV" ]] && continue
     command -v "python$v" >/dev/null 2>&1 && OTHER_PYTHONS+=("$v")
 done
 
@@ -230,11 +235,11 @@ molecule_paramiko() {
     PATH="$VENV20/bin:$PATH" LLMOPS_FLEET_CONNECTION=paramiko timeout -k 30 600 "$VENV20/bin/molecule" test -s default
 }
 
-run_step sanity ansible-test sanity --venv --python 3.12
+run_step sanity ansible-test sanity --venv --python "$PYV"
 if ((${#OTHER_PYTHONS[@]})); then
     run_step "sanity-py$(IFS=,; echo "${OTHER_PYTHONS[*]}")" sanity_other_pythons
 fi
-run_step units ansible-test units --venv --python 3.12
+run_step units ansible-test units --venv --python "$PYV"
 run_step ansible-lint ansible-lint
 run_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .
 wait_rootfs

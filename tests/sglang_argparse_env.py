@@ -58,7 +58,10 @@ actions = []
 for a in parser._actions:
     if not a.option_strings or a.dest == "help":
         continue
-    actions.append({"flags": list(a.option_strings), "dest": a.dest, "nargs": a.nargs, "cls": type(a).__name__})
+    kind = a.type.__name__ if a.type in (int, float, str) else (None if a.type is None else "custom")
+    choices = [c if isinstance(c, (str, int, float)) else str(c) for c in a.choices] if a.choices is not None else None
+    actions.append({"flags": list(a.option_strings), "dest": a.dest, "nargs": a.nargs, "cls": type(a).__name__,
+                    "type": kind, "choices": choices})
 parsed = []
 for argv in cases:
     try:

@@ -98,16 +98,20 @@ def public_argument_spec():
     return dict((k, v) for k, v in argument_spec().items() if not k.startswith('_'))
 
 
-def progress_line(host, res):
-    """The line printed for a round's outcome: the stage (and progress) while starting, else the verdict."""
+def progress_line(host, res, probe_only=False):
+    """The one line printed per stage change (and per 25 % of a progress bar); a check-mode probe waited for nothing."""
     stage = res.get('stage') or 'start'
     pct = res.get('progress')
     status = res.get('status')
     text = stage if pct is None or status in TERMINAL else '%s %d%%' % (stage, pct)
-    if status == 'crashed':
+    if status == 'ready':
+        text = 'ready'  # a server found serving has no stage of its own to show (it stays at "start")
+    elif status == 'crashed':
         text = 'crashed at %s: %s' % (stage, res.get('signature'))
     elif status in ('stalled', 'timeout', 'error'):
         text = '%s at %s' % (status, stage)
+    if probe_only:
+        return '%s: %s (one probe, check mode)' % (host, text)
     return '%s: %s (%.1fs)' % (host, text, float(res.get('elapsed') or 0.0))
 
 
@@ -115,8 +119,9 @@ class Progress:
     """Prints one line per host for each stage reached and each quarter of a progress bar, from the module's typed
     progress events; new log lines at -v, raw probe results at -vvv."""
 
-    def __init__(self, host):
+    def __init__(self, host, probe_only=False):
         self.host = host
+        self.probe_only = probe_only  # check mode: one probe, no wait, no time worth printing
         self.shown = None  # (stage, percent) of the last line printed
 
     def _print(self, key, line):
@@ -139,9 +144,9 @@ class Progress:
             elif event.kind == 'probe' and display.verbosity >= 3:
                 display.vvv('probe %s' % json.dumps(event.data, sort_keys=True, default=str), host=self.host)
         if res.get('status') in TERMINAL:
-            self._print(('', res.get('status')), progress_line(self.host, res))
+            self._print(('', res.get('status')), progress_line(self.host, res, self.probe_only))
         elif self.shown is None:  # the first round: say where the start is
-            self._print((res.get('stage') or 'start', res.get('progress')), progress_line(self.host, res))
+            self._print((res.get('stage') or 'start', res.get('progress')), progress_line(self.host, res, self.probe_only))
 
 
 class ActionModule(ActionBase):
@@ -188,7 +193,7 @@ class ActionModule(ActionBase):
         deadline = time.monotonic() + float(new_args.get('timeout') or 1800) + CONTROLLER_GRACE
 
         state = {}
-        progress = Progress(host)
+        progress = Progress(host, probe_only=check_mode)
         res = {}
         rounds = 0
         try:

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 
@@ -15,9 +14,11 @@ from ansible.module_utils.common.collections import is_sequence
 
 # the key -> flag rules shared with llmops.sglang.sglang_server_flags
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_flags import (
+    check_args,
     duplicate_keys,
     duplicate_message,
     flag_for_key,
+    unknown_message,
     valid_key,
 )
 
@@ -62,34 +63,23 @@ def _flag_list(value, option):
     return set('--' + str(f).lstrip('-') for f in value)
 
 
-def _check_known(args, known_flags, boolean_flags):
-    """Reject flags the installed SGLang does not define and switches given a non-boolean value."""
+def _check_known(args, known_flags, boolean_flags, flag_values):
+    """Reject what the installed SGLang would reject: unknown flags, values for switches, values of the wrong type or
+    outside the choices (the rule of llmops.sglang.sglang_server_flags, _sglang_flags.check_args)."""
     known = _flag_list(known_flags, 'known_flags')
     switches = _flag_list(boolean_flags, 'boolean_flags')
-    if known is None and switches is None:
-        return
-    unknown = []
-    for name, value in args.items():
-        flag = _flag(name)
-        if known is not None and flag not in known:
-            # flags the name is an abbreviation of (argparse would expand it) first, then difflib's closest
-            close = [k for k in sorted(known) if k.startswith(flag)][:3]
-            close += [m for m in difflib.get_close_matches(flag, sorted(known), n=6, cutoff=0.6) if m not in close]
-            close = close[:3]
-            unknown.append(flag + (f" (did you mean {' or '.join(close)}?)" if close else ''))
-        elif switches is not None and flag in switches and value is not None and not isinstance(value, bool):
-            raise AnsibleFilterError(
-                f"sglang_cli_args: {flag} is a switch that takes no value; give it true (add the flag) or false (leave it out), "
-                f"not {value!r}"
-            )
+    if flag_values is not None and not isinstance(flag_values, dict):
+        raise AnsibleFilterError(f"sglang_cli_args: flag_values must be a dict, got {type(flag_values).__name__}; "
+                                 "pass the flag_values result of llmops.sglang.sglang_server_flags")
+    unknown, problems = check_args(args, {'flags': known, 'boolean_flags': switches, 'values': flag_values})
     if unknown:
-        raise AnsibleFilterError(
-            f"sglang_cli_args: the installed SGLang does not define {'this flag' if len(unknown) == 1 else 'these flags'}: "
-            f"{'; '.join(unknown)}. Fix the name, or drop the flag for this release (known_flags lists {len(known)} flags)"
-        )
+        raise AnsibleFilterError(f"sglang_cli_args: {unknown_message(unknown)}. Fix the name, or drop the flag for this release "
+                                 f"(known_flags lists {len(known)} flags)")
+    if problems:
+        raise AnsibleFilterError('sglang_cli_args: ' + '; '.join(problems))
 
 
-def sglang_cli_args(args, known_flags=None, boolean_flags=None):
+def sglang_cli_args(args, known_flags=None, boolean_flags=None, flag_values=None):
     """Render a dict of SGLang server arguments as an argv list.
 
     Keys are flag names with or without the leading C(--); underscores become dashes, so
@@ -104,7 +94,8 @@ def sglang_cli_args(args, known_flags=None, boolean_flags=None):
 
     With C(known_flags) (the RV(flags) of llmops.sglang.sglang_server_flags), a flag the installed release does not
     define raises AnsibleFilterError naming it and its close matches. With C(boolean_flags), a switch given a value
-    that is not a boolean (or null) raises too.
+    that is not a boolean (or null) raises too. With C(flag_values) (the RV(flag_values) of the module), a value of the
+    wrong type or outside the flag's choices raises, naming the flag, the value and what the flag expects.
     """
     if args is None:
         return []
@@ -114,7 +105,7 @@ def sglang_cli_args(args, known_flags=None, boolean_flags=None):
             "write them as a mapping, e.g. {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8}"
         )
     _check_duplicates(args)
-    _check_known(args, known_flags, boolean_flags)
+    _check_known(args, known_flags, boolean_flags, flag_values)
     argv = []
     for name, value in args.items():
         flag = _flag(name)
@@ -132,6 +123,16 @@ def sglang_cli_args(args, known_flags=None, boolean_flags=None):
         else:
             argv.extend([flag, _scalar(flag, value)])
     return argv
+
+
+def sglang_args_by_flag(args):
+    """The arguments keyed by the flag each key names, without the leading C(--): C(tp_size) -> C(tp-size)."""
+    if args is None:
+        return {}
+    if not isinstance(args, dict):
+        raise AnsibleFilterError(f"sglang_args_by_flag: expected a dict of SGLang server arguments, got {type(args).__name__}")
+    _check_duplicates(args)
+    return dict((_flag(name)[2:], value) for name, value in args.items())
 
 
 def _systemd_word(word):
@@ -162,6 +163,7 @@ class FilterModule:
 
     def filters(self):
         return {
+            'sglang_args_by_flag': sglang_args_by_flag,
             'sglang_cli_args': sglang_cli_args,
             'systemd_exec_args': systemd_exec_args,
         }

@@ -328,8 +328,18 @@ class _Walker(object):
         if action == _BOOL_OPTIONAL:
             flags = flags + ['--no-' + f[2:] for f in flags if f.startswith('--')]
         help_text = _literal_text(kw.get('help'))
-        choices = _literal(kw['choices']) if 'choices' in kw else None
-        self.record(flags, dest, action, takes_value, help_text, choices, where)
+        choices = self.literal_value(modname, kw['choices']) if 'choices' in kw else None
+        value = {'type': _value_type(kw.get('type')), 'nargs': _literal(nargs_node) if nargs_node is not None else None}
+        self.record(flags, dest, action, takes_value, help_text, choices, where, value=value)
+
+    def literal_value(self, modname, node):
+        """A literal, or a module-level name bound to one (``choices=LOAD_FORMAT_CHOICES``), else None."""
+        if isinstance(node, ast.Name):
+            _mod, found = self.resolve_name(modname, node.id)
+            if isinstance(found, ast.Assign):
+                return _literal(found.value)
+            return None
+        return _literal(node)
 
     def takes_value(self, modname, action_node, nargs_node):
         if nargs_node is not None:
@@ -376,7 +386,7 @@ class _Walker(object):
                         return _literal(nargs) == 0
         return any(self.zero_arg_class(cmod, base, depth + 1) for base in cls.bases)
 
-    def record(self, flags, dest, action, takes_value, help_text, choices, where, source_kind='add_argument'):
+    def record(self, flags, dest, action, takes_value, help_text, choices, where, source_kind='add_argument', value=None):
         if dest is None:
             longs = [f for f in flags if f.startswith('--')]
             dest = (longs[0] if longs else flags[0]).lstrip('-').replace('-', '_')
@@ -394,6 +404,9 @@ class _Walker(object):
         }
         if isinstance(choices, (list, tuple)) and all(isinstance(c, (str, int, float)) for c in choices):
             entry['choices'] = list(choices)
+        if takes_value and value:
+            entry['value_type'] = value.get('type')
+            entry['nargs'] = value.get('nargs')
         self.arguments.append(entry)
 
     # ---- dataclass-derived flags -------------------------------------------------------------------------------
@@ -521,7 +534,8 @@ class _Walker(object):
                     if _const_str(key) == 'nargs':
                         nargs_node = value
             takes_value = self.takes_value(modname, action_node, nargs_node)
-            self.record(flags, name, action, takes_value, help_text, choices, where, 'field')
+            self.record(flags, name, action, takes_value, help_text, choices, where, 'field',
+                        value={'type': None, 'nargs': _literal(nargs_node) if nargs_node is not None else None})
             return
         inner = _unwrap_optional(_unstring(inner))
         if _name_of(inner) == 'bool' and not isinstance(inner, ast.Subscript):
@@ -529,7 +543,16 @@ class _Walker(object):
             return
         if choices is None and isinstance(inner, ast.Subscript) and _name_of(inner.value) == 'Literal':
             choices = [_literal(v) for v in _subscript_items(inner)]
-        self.record(flags, name, None, True, help_text, choices, where, 'field')
+        # the field's type converts the value unless the field names its own parser
+        value_type = None if 'type_parser' in meta or isinstance(inner, ast.Subscript) else _value_type(inner)
+        nargs = _literal(meta['nargs']) if 'nargs' in meta else None
+        self.record(flags, name, None, True, help_text, choices, where, 'field', value={'type': value_type, 'nargs': nargs})
+
+
+def _value_type(node):
+    """``int`` / ``float`` / ``str`` when argparse converts a value with that builtin, else None (a custom parser)."""
+    name = _name_of(node) if isinstance(node, ast.Name) else None
+    return name if name in ('int', 'float', 'str') else None
 
 
 def _derives_from_fields(func):
@@ -617,6 +640,7 @@ def parse_server_flags(sources):
         'flags': sorted(flags),
         'boolean_flags': sorted(boolean),
         'deprecated_flags': sorted(deprecated),
+        'values': flag_values(walker.arguments),
         'arguments': walker.arguments,
         'files': sorted(set(src.read)),
         'warnings': walker.warnings + src.errors,
@@ -667,21 +691,88 @@ def close_matches(flag, known, n=3):
     """Flags that start with ``flag`` (what argparse would expand an abbreviation to), then difflib's closest."""
     known = sorted(known)
     out = [k for k in known if k.startswith(flag)][:n]
-    for match in difflib.get_close_matches(flag, known, n=n + len(out), cutoff=0.6):
-        if match not in out:
+    scored = [(difflib.SequenceMatcher(None, flag, k).ratio(), k) for k in difflib.get_close_matches(flag, known, n=n + len(out), cutoff=0.6)]
+    best = max([score for score, _k in scored] or [0.0])
+    # a near miss (a typo) is the answer: far weaker matches beside it only distract
+    for score, match in scored:
+        if match not in out and score >= best - 0.15:
             out.append(match)
     return out[:n]
 
 
-def check_args(args, parsed):
-    """Compare user arguments (the filter's dict) with parsed flags.
+def flag_values(arguments):
+    """``{flag: {type, choices, nargs, source}}`` for every flag whose values argparse checks (a builtin type or
+    literal choices), from :func:`parse_server_flags`' ``arguments``."""
+    out = {}
+    for arg in arguments:
+        if not arg['takes_value'] or not (arg.get('value_type') in ('int', 'float') or arg.get('choices')):
+            continue
+        spec = {'type': arg.get('value_type'), 'choices': arg.get('choices'), 'nargs': arg.get('nargs'), 'source': arg['source']}
+        for flag in arg['flags']:
+            out[flag] = spec
+    return out
 
-    Returns ``(unknown, problems)``: ``unknown`` is a list of dicts ``{key, flag, did_you_mean}`` for flags the
-    release does not define; ``problems`` is a list of messages for arguments that cannot be right (a non-boolean value
-    for a flag that takes no value, a malformed name, two keys that name the same flag).
+
+_TYPE_WORDS = {'int': 'an integer', 'float': 'a number'}
+
+
+def _convert(text, value_type):
+    """argparse's conversion of one command-line word, or raise ValueError."""
+    if value_type == 'int':
+        return int(text)
+    if value_type == 'float':
+        return float(text)
+    return text
+
+
+def value_problem(flag, spec, value):
+    """Why SGLang's argparse would reject ``value`` for ``flag`` (``spec`` from :func:`flag_values`), or None."""
+    if value is None or value is False or isinstance(value, dict):
+        return None  # left out, or one JSON word
+    if value is True:
+        if spec.get('nargs') in ('?', '*'):
+            return None
+        return '%s takes a value%s; true would give the bare flag' % (flag, _expected(spec))
+    words = value if isinstance(value, list) else [value]
+    if isinstance(value, list) and spec.get('nargs') is None:
+        return '%s takes one value%s, not a list' % (flag, _expected(spec))
+    for word in words:
+        if isinstance(word, (dict, list)):
+            continue
+        try:
+            if isinstance(word, bool):
+                raise ValueError(word)
+            converted = _convert(str(word), spec.get('type'))
+        except ValueError:
+            return '%s expects %s%s, not %r (%s)' % (flag, _TYPE_WORDS.get(spec.get('type'), 'a word'), _choices(spec), word,
+                                                     spec['source'])
+        if spec.get('choices') and converted not in spec['choices'] and str(word) not in [str(c) for c in spec['choices']]:
+            return '%s must be one of %s, not %r (%s)' % (flag, ', '.join(str(c) for c in spec['choices']), word, spec['source'])
+    return None
+
+
+def _choices(spec):
+    return ' from %s' % ', '.join(str(c) for c in spec['choices']) if spec.get('choices') else ''
+
+
+def _expected(spec):
+    if spec.get('choices'):
+        return ' (one of %s)' % ', '.join(str(c) for c in spec['choices'])
+    return ' (%s)' % _TYPE_WORDS[spec['type']] if spec.get('type') in _TYPE_WORDS else ''
+
+
+def check_args(args, parsed):
+    """Compare user arguments (the filter's dict) with parsed flags: the one rule of the module and the filter.
+
+    ``parsed`` has ``flags`` (None: names are not checked), ``boolean_flags`` (None: switches are not checked) and
+    optionally ``values`` (:func:`flag_values`). Returns ``(unknown, problems)``: ``unknown`` is a list of dicts
+    ``{key, flag, did_you_mean}`` for flags the release does not define; ``problems`` is a list of messages for
+    arguments that cannot be right (a malformed name, a non-boolean value for a switch, a value argparse would refuse
+    for its type or choices, two keys that name the same flag).
     """
-    known = set(parsed['flags'])
-    boolean = set(parsed['boolean_flags'])
+    known = set(parsed['flags']) if parsed.get('flags') is not None else None
+    boolean = set(parsed.get('boolean_flags') or [])
+    values = parsed.get('values') or {}
     unknown = []
     problems = []
     for key, value in (args or {}).items():
@@ -689,19 +780,24 @@ def check_args(args, parsed):
             problems.append('%r is not a valid SGLang flag name; use names such as model-path or tp_size' % (key,))
             continue
         flag = flag_for_key(key)
-        if flag not in known:
+        if known is not None and flag not in known:
             if all(item['flag'] != flag for item in unknown):  # tp_size and tp-size: one unknown flag
                 unknown.append({'key': key, 'flag': flag, 'did_you_mean': close_matches(flag, known)})
         elif flag in boolean and value is not None and not isinstance(value, bool):
             problems.append('%s takes no value (it is a switch); give it true or false, not %r' % (flag, value))
+        elif flag in values:
+            problem = value_problem(flag, values[flag], value)
+            if problem:
+                problems.append(problem)
     problems.extend(duplicate_message(flag, keys) for flag, keys in duplicate_keys(args or {}))
     return unknown, problems
 
 
-def unknown_message(unknown, version):
+def unknown_message(unknown, version=None):
+    """``the installed SGLang 0.5.9 does not define this flag: --mem-fraction-statc (did you mean ...?)``."""
     parts = []
     for item in unknown:
         hint = ' (did you mean %s?)' % ' or '.join(item['did_you_mean']) if item['did_you_mean'] else ''
         parts.append('%s%s' % (item['flag'], hint))
     what = 'this flag' if len(unknown) == 1 else 'these flags'
-    return 'SGLang %s does not define %s: %s' % (version or '(unknown version)', what, '; '.join(parts))
+    return 'the installed SGLang%s does not define %s: %s' % (' ' + version if version else '', what, '; '.join(parts))

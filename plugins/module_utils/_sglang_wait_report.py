@@ -190,6 +190,10 @@ class Report:
             msg += ("; no process was watched: the log went quiet for %ds after a traceback that ends the server, so "
                     "it was read as a crash from the log alone; pass pid (or unit) to see the process exit"
                     % LOG_QUIET_SECONDS)
+        if sig in ("traceback", "sigquit_child") and out["error_context"] and not cause:
+            # no exception line: the process died while writing its traceback
+            return msg + ("; the traceback was cut short (no exception line after it): read the whole log from the "
+                          "error line on (%s) and the kernel log for a kill" % self.where(out["error_lineno"]))
         return msg + "; " + CRASH_HINTS.get(sig, CRASH_HINTS["traceback"])
 
     def _silent(self):
@@ -204,9 +208,11 @@ class Report:
 
     def _not_ready(self, out, last):
         host, stage, status = self.p.host, out["stage"], out["status"]
+        last = 'last log line: "%s"' % last if last else "no log line yet"
         if status == "stalled":
             return ("SGLang on %s stalled at stage %s after %.1fs: no new log output and no state change for %ds "
-                    "(last log line: \"%s\"; %s); %s; raise stall_timeout if this stage is legitimately slow%s"
+                    "(%s; %s); %s; raise stall_timeout (sglang_service_stall_timeout in the sglang_service role) if "
+                    "this stage is legitimately slow%s"
                     % (host, stage, out["elapsed"], self.p.stall_timeout, last, self.where(None),
                        STALL_HINTS.get(stage, ""), self._silent()))
         parts = ["last stage %s" % stage]
@@ -216,8 +222,9 @@ class Report:
         h = (out["http"] or {}).get("health")
         if h:
             parts.append("%s -> %s" % (h["url"], h["status"] if h["status"] is not None else h["error"]))
-        return ("SGLang on %s did not become ready within %ds: %s; last log line: \"%s\" (%s); raise timeout or read "
-                "the log%s" % (host, self.p.timeout, ", ".join(parts), last, self.where(None), self._silent()))
+        return ("SGLang on %s did not become ready within %ds: %s; %s (%s); raise timeout (sglang_service_wait_timeout "
+                "in the sglang_service role) or read the log%s"
+                % (host, self.p.timeout, ", ".join(parts), last, self.where(None), self._silent()))
 
     def _error(self):
         host, e = self.p.host, self.state.error

@@ -30,7 +30,10 @@ options:
         with or without C(--), underscores are read as dashes (V(tp_size) is C(--tp-size)).
       - Two keys that name the same flag (V(tp_size) and V(tp-size), V(--tp-size) and V(tp-size)) fail the check
         whatever their values, as in the filter; only identical names count, argparse aliases are not resolved.
-      - Values are only checked for switches (RV(boolean_flags)), which take V(true), V(false) or V(null).
+      - Values are checked as SGLang's argparse would - switches (RV(boolean_flags)) take V(true), V(false) or V(null);
+        a flag with a builtin C(type=int) or C(type=float) (or an C(int) / C(float) field from 0.5.14) takes a value
+        that converts to it; a flag with literal C(choices) takes one of them (see RV(flag_values)). A list is accepted
+        only for flags with C(nargs).
       - Values of flags whose name contains C(key), C(token), C(secret) or C(password) (for example C(--api-key)) are
         masked in the result. AnsibleModule still logs its arguments to the target's journal when it starts, so keep
         secrets out of O(args) (the names are what is checked) or set the task keyword C(no_log); the
@@ -147,6 +150,16 @@ invalid_values:
     - "--trust-remote-code takes no value (it is a switch); give it true or false, not 'yes please'"
     - "'tp_size' and 'tp-size' both name --tp-size (keys are read without the leading -- and with _ as -), so --tp-size
       would be given 2 times and SGLang would silently use the last; keep one of them"
+flag_values:
+  description:
+    - Per flag whose value argparse checks, C(type) (V(int), V(float) or null), C(choices) (or null), C(nargs) and
+      C(source) (file and line of the definition). Flags with a custom parser are left out.
+    - Pass it to the P(llmops.sglang.sglang_cli_args#filter) filter as
+      O(llmops.sglang.sglang_cli_args#filter:flag_values).
+  returned: success
+  type: dict
+  version_added: 0.2.0
+  sample: {"--tp-size": {type: int, choices: null, nargs: null, source: "sglang/srt/server_args.py:3303"}}
 source_files:
   description: The SGLang source files the flags were read from, relative to the directory above the package.
   returned: when the flags were read (also when O(args) fails the check)
@@ -197,7 +210,7 @@ def main():
                              '(pip install --force-reinstall --no-deps sglang==%s) or report the release as unsupported.'
                              % (version or '(unknown version)', package_dir, err, version or '<version>'), **result)
     listing = dict(flags=parsed['flags'], boolean_flags=parsed['boolean_flags'], deprecated_flags=parsed['deprecated_flags'],
-                   source_files=parsed['files'], parser_warnings=parsed['warnings'])
+                   flag_values=parsed['values'], source_files=parsed['files'], parser_warnings=parsed['warnings'])
     for warning in parsed['warnings']:
         module.warn('SGLang %s: %s' % (version, warning))
     args = module.params['args'] or {}

@@ -463,13 +463,13 @@ cmd_up() {
             down_nodes "$name"
         fi
     done
-    ensure_hub
     LLMOPS_CG_ROOTS=$(cg_roots | tr '\n' ' ')
     export LLMOPS_CG_ROOTS
     # addresses and veth names are allocated against the shared hub: one allocation at a time
-    # across all state directories
+    # across all state directories (and "down" removes an idle hub under the same lock)
     exec 8>/run/llmops-fleet-hub.lock
     flock 8
+    ensure_hub
     for name in "$@"; do boot_one "$name" "$persist"; done
     flock -u 8
     exec 8>&-
@@ -595,10 +595,12 @@ cmd_down() {
     (
         exec 9>"$DIR/.lock" && flock -w 60 9
         if ((${#names[@]})); then down_nodes "${names[@]}"; fi
+        # the hub goes with the last host on it, of any state directory (nothing is left behind after a demo)
+        exec 8>/run/llmops-fleet-hub.lock && flock -w 60 8
+        if ! ip netns list 2>/dev/null | grep -v "^$HUB" | grep -q '^llmops-'; then
+            ip netns del "$HUB" 2>/dev/null || true
+        fi
         if ((all)); then
-            if ! ip netns list 2>/dev/null | grep -v "^$HUB" | grep -q '^llmops-'; then
-                ip netns del "$HUB" 2>/dev/null || true
-            fi
             find "$DIR/cp" -type s -delete 2>/dev/null || true
         fi
     ) || true

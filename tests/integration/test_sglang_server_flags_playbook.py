@@ -168,7 +168,7 @@ def test_unknown_flags_fail_with_names_version_and_matches(results):
     assert bad['did_you_mean']['--enforce-disable-flashinfer-allreduce-fusion'][0] == '--enable-flashinfer-allreduce-fusion'
     assert '--mem-fraction-static' in bad['did_you_mean']['--mem-fraction']
     msg = bad['msg']
-    assert msg.startswith('SGLang 0.5.9 does not define these flags: --enforce-disable-flashinfer-allreduce-fusion (did you mean '
+    assert msg.startswith('the installed SGLang 0.5.9 does not define these flags: --enforce-disable-flashinfer-allreduce-fusion (did you mean '
                           '--enable-flashinfer-allreduce-fusion')
     assert "--trust-remote-code takes no value (it is a switch); give it true or false, not 'yes'" in msg
     assert bad['invalid_values'] == ["--trust-remote-code takes no value (it is a switch); give it true or false, not 'yes'"]

@@ -1,8 +1,8 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The per-host summary line of playbooks/check.yml, rendered by ansible-core's Templar from the playbook itself
-for results of llmops.sglang.wait_for_sglang in check mode (the task vars are templated lazily, as in a play)."""
+"""The check playbook's rows (llmops.sglang.sglang_run_report kind=check) for results of llmops.sglang.wait_for_sglang
+in check mode, llmops.sglang.nvidia_driver_match and llmops.sglang.sglang_patch_sm120."""
 
 from __future__ import annotations
 
@@ -11,22 +11,10 @@ from pathlib import Path
 import pytest
 
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
+
+from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import CHECK_PARTS, build_row
 
 PLAYBOOK = Path(__file__).resolve().parents[3] / 'playbooks' / 'check.yml'
-
-
-def _summary_task():
-    play = DataLoader().load_from_file(str(PLAYBOOK))
-    return next(t for t in play[0]['tasks'] if t['name'] == 'Summarise')
-
-
-def sglang_line(check_ready):
-    task = _summary_task()
-    line = next(m for m in task['ansible.builtin.debug']['msg'] if m.startswith('sglang:'))
-    variables = {k: trust_as_template(v) for k, v in task.get('vars', {}).items()}
-    variables['check_ready'] = check_ready
-    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(line))
 
 
 def _http(status, error=None):
@@ -35,19 +23,46 @@ def _http(status, error=None):
                        'refused': error == 'Connection refused', 'elapsed_ms': 2.0}}
 
 
-@pytest.mark.parametrize('check_ready, line', [
-    # serving before any startup line was read: the stage is still the initial one, the /health answer is what is known
-    ({'status': 'ready', 'stage': 'start', 'http': _http(200)}, 'sglang: ready (GET /health 200)'),
-    ({'status': 'ready', 'stage': None, 'http': _http(200)}, 'sglang: ready (GET /health 200)'),
-    # a stage the log showed is kept
-    ({'status': 'ready', 'stage': 'ready', 'http': _http(200)}, 'sglang: ready at stage ready (GET /health 200)'),
-    ({'status': 'starting', 'stage': 'cuda_graph', 'http': _http(503)}, 'sglang: starting at stage cuda_graph (GET /health 503)'),
+def check_row(**facts):
+    return build_row('node1', facts, CHECK_PARTS, reached=True).to_json()
+
+
+@pytest.mark.parametrize('check_ready, status, stage, reason', [
+    # serving before any startup line was read: no stage (start says nothing), the /health answer is what is known
+    ({'status': 'ready', 'stage': 'start', 'http': _http(200), 'elapsed': 0.0}, 'ready', None, 'GET /health 200'),
+    ({'status': 'ready', 'stage': None, 'http': _http(200)}, 'ready', None, 'GET /health 200'),
+    ({'status': 'ready', 'stage': 'ready', 'http': _http(200)}, 'ready', 'ready', 'GET /health 200'),
+    ({'status': 'starting', 'stage': 'cuda_graph', 'http': _http(503)}, 'starting', 'cuda_graph', 'GET /health 503'),
     ({'status': 'starting', 'stage': 'load_weights', 'http': _http(None, 'Connection refused')},
-     'sglang: starting at stage load_weights (GET /health Connection refused)'),
-    # nothing probed over HTTP (unit not there): only the status
-    ({'status': 'error', 'stage': 'start'}, 'sglang: error'),
-    ({'status': 'error', 'stage': 'start', 'http': {'url': 'http://127.0.0.1:30000'}}, 'sglang: error'),
-    ({}, 'sglang: unknown'),
+     'starting', 'load_weights', 'GET /health Connection refused'),
+    ({'status': 'error', 'stage': 'start', 'msg': 'SGLang on node1: cannot watch unit sglang.service: not loaded'},
+     'error', None, 'cannot watch unit sglang.service: not loaded'),
 ])
-def test_sglang_summary_line(check_ready, line):
-    assert sglang_line(check_ready) == line
+def test_check_row_from_the_probe(check_ready, status, stage, reason):
+    row = check_row(check_ready=check_ready)
+    assert (row['status'], row['stage'], row['reason']) == (status, stage, reason)
+    # one probe, no start: no time, nothing changed
+    assert row['seconds'] is None and row['changed'] is False
+
+
+def test_check_row_driver_drift_fails_a_serving_host():
+    row = check_row(check_ready={'status': 'ready', 'stage': 'ready', 'http': _http(200)},
+                    check_driver={'match': False, 'msg': 'kernel module 590.48.01, user space 580.95.05'})
+    assert (row['status'], row['ok'], row['driver']) == ('failed', False, 'drift')
+    assert row['reason'] == 'driver: kernel module 590.48.01, user space 580.95.05'
+
+
+def test_check_row_counts_patch_sites():
+    row = check_row(check_ready={'status': 'ready', 'stage': 'ready'},
+                    check_patch={'sites': [{'name': 'a', 'status': 'patched'}, {'name': 'b', 'status': 'patched'},
+                                           {'name': 'c', 'status': 'not_applicable'}]})
+    assert row['sm120'] == '1 not_applicable, 2 patched'
+
+
+def test_check_playbook_ends_with_the_report_and_fails_from_its_rows():
+    tasks = DataLoader().load_from_file(str(PLAYBOOK))[0]['tasks']
+    report, fail = tasks[-2], tasks[-1]
+    assert report['llmops.sglang.sglang_run_report']['kind'] == 'check' and report['run_once'] is True
+    assert fail['when'] == 'inventory_hostname in sglang_run_report.failed_hosts'
+    # nothing else prints per host: the table is the summary
+    assert not any('ansible.builtin.debug' in t for t in tasks)

@@ -198,6 +198,10 @@ def test_private_options_are_rejected_from_users(tmp_path, display):
 
 
 def test_progress_line_format():
+    # a server found serving stays at stage start; the line says ready, and a check-mode probe has no wait time
+    assert progress_line("node1", {"stage": "start", "elapsed": 0.0, "status": "ready"}, probe_only=True) == \
+        "node1: ready (one probe, check mode)"
+    assert progress_line("node1", {"stage": "ready", "elapsed": 12.3, "status": "ready"}) == "node1: ready (12.3s)"
     assert progress_line("node1", {"stage": "load_weights", "progress": 57, "elapsed": 43.04, "status": "starting"}) == \
         "node1: load_weights 57% (43.0s)"
     assert progress_line("node1", {"stage": "cuda_graph", "signature": "cuda_oom", "elapsed": 83.2, "status": "crashed"}) == \

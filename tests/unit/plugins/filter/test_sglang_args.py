@@ -112,7 +112,7 @@ def test_cli_args_known_flags_without_dashes():
 
 @pytest.mark.parametrize('value', ['yes', 'true', 1, 0, ['a']])
 def test_cli_args_boolean_flags_reject_non_bool(value):
-    with pytest.raises(AnsibleFilterError, match='--trust-remote-code is a switch'):
+    with pytest.raises(AnsibleFilterError, match=r'--trust-remote-code takes no value \(it is a switch\)'):
         sglang_cli_args({'trust_remote_code': value}, known_flags=_KNOWN_059, boolean_flags=_SWITCHES_059)
 
 

@@ -266,7 +266,7 @@ def test_check_args_against_0_5_9():
     assert '--mem-fraction-static' in unknown[1]['did_you_mean']
     assert problems == ["--trust-remote-code takes no value (it is a switch); give it true or false, not 'yes'"]
     msg = sf.unknown_message(unknown, '0.5.9')
-    assert msg.startswith('SGLang 0.5.9 does not define these flags: --enforce-disable-flashinfer-allreduce-fusion (did you mean '
+    assert msg.startswith('the installed SGLang 0.5.9 does not define these flags: --enforce-disable-flashinfer-allreduce-fusion (did you mean '
                           '--enable-flashinfer-allreduce-fusion')
     # the same arguments are fine for 0.5.10 apart from the misspelt one
     unknown, _problems = sf.check_args(args, wheel_loader_parse('0.5.10'))
@@ -389,3 +389,66 @@ def test_abbreviation_is_rejected_although_argparse_may_take_it(version):
     # whether argparse takes the prefix depends on which other flags start with --tp in that release
     prefixed = [f for f in parsed['flags'] if f.startswith('--tp')]
     assert got['parsed'][3]['ok'] == (prefixed == ['--tp-size'])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# values: the type and choices each flag's definition gives argparse, read from the released sources
+# ---------------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('version', REAL)
+def test_value_types_read_from_the_source(version):
+    values = wheel_loader_parse(version)['values']
+    assert values['--tp-size']['type'] == 'int' and values['--tensor-parallel-size'] == values['--tp-size']
+    assert values['--mem-fraction-static']['type'] == 'float'
+    assert values['--port']['type'] == 'int'
+    # a flag with a custom parser (json.loads) is not checked
+    assert '--json-model-override-args' not in values
+
+
+@pytest.mark.parametrize('version', REAL)
+def test_arguments_argparse_accepts_pass_the_value_check(version):
+    _unknown, problems = sf.check_args(_server_args(version), wheel_loader_parse(version))
+    assert problems == []
+
+
+@pytest.mark.parametrize('version', REAL)
+def test_bad_values_name_flag_value_and_what_it_expects(version):
+    parsed = wheel_loader_parse(version)
+    where = parsed['values']['--tp-size']['source']
+    args = {'model-path': 'm', 'tp-size': 'eight', 'mem-fraction-static': '85%', 'port': 30000.5, 'max-running-requests': True,
+            'nnodes': [2, 3]}
+    _unknown, problems = sf.check_args(args, parsed)
+    assert problems == [
+        "--tp-size expects an integer, not 'eight' (%s)" % where,
+        "--mem-fraction-static expects a number, not '85%%' (%s)" % parsed['values']['--mem-fraction-static']['source'],
+        "--port expects an integer, not 30000.5 (%s)" % parsed['values']['--port']['source'],
+        '--max-running-requests takes a value (an integer); true would give the bare flag',
+        '--nnodes takes one value (an integer), not a list',
+    ]
+    # the filter refuses the same value with the same words
+    with pytest.raises(AnsibleFilterError, match=r"--tp-size expects an integer, not 'eight'"):
+        sglang_cli_args({'tp-size': 'eight'}, known_flags=parsed['flags'], flag_values=parsed['values'])
+
+
+def test_choices_read_from_the_source():
+    parsed = wheel_loader_parse('0.5.9')
+    spec = parsed['values']['--load-format']
+    assert 'safetensors' in spec['choices'] and 'auto' in spec['choices']
+    _unknown, problems = sf.check_args({'load-format': 'safetensor'}, parsed)
+    assert problems == ["--load-format must be one of %s, not 'safetensor' (%s)" % (', '.join(spec['choices']), spec['source'])]
+    assert sf.check_args({'load-format': 'safetensors'}, parsed) == ([], [])
+
+
+@pytest.mark.parametrize('version', REAL)
+def test_value_types_and_choices_equal_the_real_parser(version):
+    """Every flag the real parser converts with int or float is checked as such, and no other flag is; literal choices
+    read from the source are the real parser's choices (choices computed at run time are not read, so not checked)."""
+    _argv, got = real(version)
+    values = wheel_loader_parse(version)['values']
+    real_types = dict((f, a['type']) for a in got['actions'] for f in a['flags'] if a['type'] in ('int', 'float'))
+    ours = dict((f, v['type']) for f, v in values.items() if v['type'])
+    assert ours == real_types
+    real_choices = dict((f, a['choices']) for a in got['actions'] for f in a['flags'] if a['choices'] is not None)
+    for flag, spec in values.items():
+        if spec['choices']:
+            assert sorted(map(str, spec['choices'])) == sorted(map(str, real_choices[flag])), flag

@@ -185,6 +185,9 @@ def test_default_offset_skips_an_old_ready_line(tmp_path):
     assert res["status"] == "timeout" and res["stage"] == "start"
     assert "did not become ready within 1s" in res["msg"]
     assert "nothing was written to %s since the wait started (offset %d)" % (log, log.stat().st_size) in res["msg"]
+    # nothing read: no empty quote of a "last log line", and the role's variable is named beside the option
+    assert 'no log line yet' in res["msg"] and 'last log line: ""' not in res["msg"]
+    assert "raise timeout (sglang_service_wait_timeout in the sglang_service role)" in res["msg"]
 
 
 def test_truncation_mid_wait_reads_new_content_from_zero(tmp_path):
@@ -349,6 +352,19 @@ def test_stall_off_gives_timeout(tmp_path):
     log.write_bytes(corpus_bytes("tp2-stuck-in-cuda-graph-capture"))
     res, _state = run_until_done(WaitParams(log_path=str(log), log_offset=0, timeout=1, stall_timeout=0, sleep=0.1))
     assert res["status"] == "timeout" and res["stage"] == "cuda_graph" and res["log_tail"]
+    assert 'last log line: "%s"' % res["log_tail"][-1].strip() in res["msg"]
+
+
+def test_cut_short_traceback_is_not_sent_to_its_last_line(tmp_path):
+    """A process killed while writing its traceback leaves no exception line: the advice must not point at one."""
+    log = tmp_path / "server.log"
+    log.write_bytes(b"[2026-06-11 05:10:00] server_args=ServerArgs(model_path='m')\n"
+                    b"[2026-06-11 05:10:02 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+                    b'  File "/opt/sglang/venv/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 2914, in run\n')
+    res, _state = run_until_done(WaitParams(log_path=str(log), log_offset=0, timeout=5, stall_timeout=0, sleep=0.1,
+                                            pid=999999999))
+    assert res["status"] == "crashed"
+    assert "the traceback was cut short" in res["msg"] and "its last line names the root cause" not in res["msg"]
 
 
 # ------------------------------------------------------------------------------------------------ node rank >= 1

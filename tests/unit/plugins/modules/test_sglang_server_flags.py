@@ -88,7 +88,7 @@ def test_unknown_flag_fails_naming_flag_version_and_match(capsys, pkg_0_5_14):
     assert res['failed'] is True
     assert res['unknown'] == ['--flashinfer-allreduce-backend']
     assert res['did_you_mean']['--flashinfer-allreduce-backend'][0] == '--flashinfer-allreduce-fusion-backend'
-    assert res['msg'].startswith('SGLang 0.5.14 does not define this flag: --flashinfer-allreduce-backend (did you mean '
+    assert res['msg'].startswith('the installed SGLang 0.5.14 does not define this flag: --flashinfer-allreduce-backend (did you mean '
                                  '--flashinfer-allreduce-fusion-backend')
     assert str(pkg_0_5_14) in res['msg']
     assert 'flags' not in res and res['sglang_version'] == '0.5.14'

@@ -1,0 +1,135 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The table that ends every deploy and check run: one typed row per host, built from what the run registered.
+
+Controller side only (the llmops.sglang.sglang_run_report action plugin). Building a row is a pure function of the
+host's registered results; rendering is a pure function of rows and columns.
+
+Adding a column (another part of the run that reports per host, for example a smoke request's TTFT):
+
+1. write ``fill(row, value)``, which reads the part's registered result ``value`` and sets ``row.extra[key]``;
+2. add ``Part(var='the_registered_variable', fill=fill, columns=(Column(key, 'HEADER', fmt),))`` to
+   :data:`DEPLOY_PARTS` or :data:`CHECK_PARTS`.
+
+The action plugin reads ``var`` from every host, the table grows the column and every returned row carries ``key``
+(so JMESPath can select on it). A part whose variable a host does not have leaves the cell empty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+# Statuses of a row. "ready" = serving after this run (changed or not), "unchanged" is not a status: an unchanged
+# host is ready with changed=false.
+OK_STATUSES = ('ready',)
+REASON_CHARS = 160
+
+
+def _text(value: Any) -> str:
+    return '' if value is None else str(value)
+
+
+def _seconds(value: Any) -> str:
+    return '' if value is None else '%.1fs' % float(value)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: the row key it shows, its header and how a value is written."""
+
+    key: str
+    header: str
+    fmt: Callable[[Any], str] = _text
+    right: bool = False
+
+
+@dataclass
+class HostRow:
+    """What a run did on one host, as the table shows it and as the play returns it."""
+
+    host: str
+    status: str = 'not run'
+    stage: str = ''
+    seconds: Optional[float] = None
+    signature: Optional[str] = None
+    changed: bool = False
+    reason: str = ''
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in OK_STATUSES
+
+    def cell(self, key: str) -> Any:
+        if key == 'signature':
+            # the one column that says "unchanged" for a host the run left alone
+            if self.ok and not self.changed and self.status == 'ready' and self.signature is None:
+                return 'unchanged'
+            return self.signature or ('-' if self.ok else '')
+        if key in self.extra:
+            return self.extra[key]
+        return getattr(self, key, None)
+
+    def to_json(self) -> Dict[str, Any]:
+        data = {'host': self.host, 'status': self.status, 'ok': self.ok, 'stage': self.stage or None,
+                'seconds': self.seconds, 'signature': self.signature, 'changed': self.changed, 'reason': self.reason}
+        data.update(self.extra)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Dict[str, Any]) -> 'HostRow':
+        base = ('host', 'status', 'stage', 'seconds', 'signature', 'changed', 'reason')
+        extra = dict((k, v) for k, v in data.items() if k not in base and k != 'ok')
+        return cls(extra=extra, **dict((k, data[k]) for k in base if k in data and data[k] is not None))
+
+
+@dataclass(frozen=True)
+class Part:
+    """A registered variable that adds to each host's row (see the module docstring)."""
+
+    var: str
+    fill: Callable[[HostRow, Any], None]
+    columns: Tuple[Column, ...] = ()
+
+
+BASE_COLUMNS = (
+    Column('host', 'HOST'),
+    Column('status', 'STATUS'),
+    Column('stage', 'STAGE'),
+    Column('seconds', 'TIME', _seconds, right=True),
+    Column('signature', 'SIGNATURE'),
+    Column('reason', 'REASON'),
+)
+
+
+def one_line(text: Any, limit: int = REASON_CHARS) -> str:
+    """The first line of a message, bounded, for the REASON cell (the whole message stays in the returned data)."""
+    line = _text(text).strip().splitlines()[0] if _text(text).strip() else ''
+    return line if len(line) <= limit else line[:limit - 3].rstrip() + '...'
+
+
+def first_sentence(text: Any, limit: int = REASON_CHARS) -> str:
+    """What a message says before its advice: up to the first '. ' of its first line ('0.5.9' is not an end)."""
+    line = one_line(text, limit=100000)
+    end = line.find('. ')
+    return one_line(line[:end] if end > 0 else line.rstrip('.'), limit)
+
+
+def columns_for(parts: Tuple[Part, ...]) -> List[Column]:
+    """The base columns with every part's columns inserted before REASON (which stays last: it is the widest)."""
+    added = [col for part in parts for col in part.columns]
+    return list(BASE_COLUMNS[:-1]) + added + [BASE_COLUMNS[-1]]
+
+
+def render(rows: List[HostRow], columns: List[Column]) -> List[str]:
+    """The table as lines: a header, one line per row, columns as wide as their widest cell."""
+    cells = [[col.header for col in columns]] + [[col.fmt(row.cell(col.key)) for col in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    out = []
+    for line in cells:
+        words = [(c.rjust(w) if col.right else c.ljust(w)) for c, w, col in zip(line, widths, columns)]
+        out.append('  '.join(words).rstrip())
+    return out

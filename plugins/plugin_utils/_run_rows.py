@@ -1,0 +1,163 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""What fills a host's row in the deploy and the check table: one Part per registered result, applied in order.
+
+Each ``fill`` is a pure function of the row so far and one registered result. See ``_run_report`` for how to add a
+column.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_report import root_cause
+from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import Column, HostRow, Part, first_sentence, one_line
+
+# Set by the deploy and check playbooks' rescue when a task of the run failed: {task: name, msg: message}.
+FAILURE_VAR = 'sglang_run_failure'
+
+
+def _is_dict(value: Any) -> bool:
+    return isinstance(value, dict) and not value.get('skipped')
+
+
+def fill_stamp(row: HostRow, stamp: Dict[str, Any]) -> None:
+    """llmops.sglang.sglang_deploy_stamp's check: a host that still runs the recorded deployment is left alone."""
+    if not _is_dict(stamp):
+        return
+    if stamp.get('current'):
+        row.status, row.stage, row.changed = 'ready', 'ready', False
+        serving = ', GET /health 200' if stamp.get('health') else ''
+        row.reason = one_line('unchanged since %s (SGLang %s%s)' % (stamp.get('recorded_at'), stamp.get('sglang_version'), serving))
+    else:
+        row.reason = one_line('full deploy: ' + '; '.join(stamp.get('reasons') or ['no record']))
+
+
+def fill_changed(row: HostRow, changed: Any) -> None:
+    """Whether this run changed (and so restarted) the host's server."""
+    row.changed = bool(changed) and str(changed).lower() not in ('false', '0', '')
+
+
+def fill_wait(row: HostRow, wait: Dict[str, Any]) -> None:
+    """llmops.sglang.wait_for_sglang's result: how the start ended, where, after how long, and why in one line."""
+    if not _is_dict(wait) or 'status' not in wait:
+        return
+    row.status = wait['status']
+    row.stage = wait.get('stage') or ''
+    row.seconds = wait.get('elapsed')
+    row.signature = wait.get('signature')
+    if row.status == 'ready':
+        models = wait.get('models') or []
+        row.reason = 'serving ' + ', '.join(models) if models else 'ready'
+    elif row.status == 'crashed':
+        row.reason = one_line(_crash_line(wait))
+    else:
+        row.reason = one_line(_after_host(wait.get('msg')))
+
+
+def _crash_line(wait: Dict[str, Any]) -> str:
+    """The root cause (last exception line of the error context), else the line that proves the crash, without
+    SGLang's "[date time TPn]" prefix; the exit reason when there is neither."""
+    line = (root_cause(wait.get('error_context')) or wait.get('error_line') or '').strip()
+    if line.startswith('[') and '] ' in line:
+        line = line.split('] ', 1)[1]
+    if line:
+        return line
+    exited = wait.get('exited') or {}
+    return exited.get('reason') or _after_host(wait.get('msg'))
+
+
+def _after_host(msg: Optional[str]) -> str:
+    """'SGLang on node1 stalled at ...' -> 'stalled at ...' (the host is the row's first cell)."""
+    text = msg or ''
+    if text.startswith('SGLang on '):
+        parts = text.split(' ', 3)
+        text = parts[3] if len(parts) > 3 else text
+    return text
+
+
+def fill_failure(row: HostRow, failure: Dict[str, Any]) -> None:
+    """A task of the run failed. A failed start is already described by the wait; anything else is said here."""
+    if not _is_dict(failure):
+        return
+    if row.status not in ('ready', 'not run'):
+        return
+    row.status = 'failed'
+    row.stage = row.stage if row.stage and row.stage != 'ready' else 'before start'
+    row.extra['failed_task'] = failure.get('task') or ''
+    row.reason = first_sentence(failure.get('msg')) or 'task %r failed' % row.extra['failed_task']
+
+
+DEPLOY_PARTS: Tuple[Part, ...] = (
+    Part('sglang_service_deployment', fill_stamp),
+    Part('__sglang_service_rank_changed', fill_changed),
+    Part('sglang_service_wait_result', fill_wait),
+    Part(FAILURE_VAR, fill_failure),
+)
+
+
+def fill_check_ready(row: HostRow, ready: Dict[str, Any]) -> None:
+    """The check playbook's single readiness probe: no start happened, so no time, and the /health answer is the reason.
+
+    A server that answered /health before any startup line was read stays at stage start, which says nothing about
+    it: the stage is left empty then.
+    """
+    if not _is_dict(ready):
+        return
+    fill_wait(row, ready)
+    row.seconds, row.changed = None, False
+    if row.stage in ('start', 'unknown'):
+        row.stage = ''
+    health = ((ready.get('http') or {}).get('health') or {})
+    answer = health.get('status') or health.get('error')
+    if row.status in ('ready', 'starting'):
+        row.reason = 'GET /health %s' % answer if answer else row.status
+
+
+def fill_check_driver(row: HostRow, driver: Dict[str, Any]) -> None:
+    """Driver drift fails the check even when the server still serves."""
+    if not _is_dict(driver) or 'match' not in driver:
+        return
+    row.extra['driver'] = 'match' if driver['match'] else 'drift'
+    if driver['match'] is False:
+        row.status = 'failed' if row.ok else row.status
+        row.reason = one_line('driver: %s' % driver.get('msg'))
+
+
+def fill_check_patch(row: HostRow, patch: Dict[str, Any]) -> None:
+    """The SM120 patch sites counted by status, "3 patched, 1 unsupported" (the sites are in check_patch.sites)."""
+    if not _is_dict(patch):
+        return
+    counts: Dict[str, int] = {}
+    for site in patch.get('sites') or []:
+        counts[str(site.get('status'))] = counts.get(str(site.get('status')), 0) + 1
+    row.extra['sm120'] = ', '.join('%d %s' % (n, status) for status, n in sorted(counts.items())) or one_line(patch.get('msg'), 40)
+
+
+CHECK_PARTS: Tuple[Part, ...] = (
+    Part('check_ready', fill_check_ready),
+    Part('check_driver', fill_check_driver, (Column('driver', 'DRIVER'),)),
+    Part('check_patch', fill_check_patch, (Column('sm120', 'SM120 PATCH'),)),
+    Part(FAILURE_VAR, fill_failure),
+)
+
+KINDS = {'deploy': DEPLOY_PARTS, 'check': CHECK_PARTS}
+
+
+def build_row(host: str, facts: Dict[str, Any], parts: Tuple[Part, ...], reached: bool) -> HostRow:
+    """The row of one host from its registered results (``facts``: var -> value, missing vars left out)."""
+    row = HostRow(host=host)
+    if not reached:
+        row.status = 'unreachable'
+        row.reason = 'no result: the host could not be reached (or failed outside the deploy tasks); see its error above'
+        return row
+    for part in parts:
+        if part.var in facts:
+            part.fill(row, facts[part.var])
+    return row
+
+
+def build_rows(hosts: List[str], facts_of: Dict[str, Dict[str, Any]], parts: Tuple[Part, ...], reached: List[str]) -> List[HostRow]:
+    return [build_row(h, facts_of.get(h, {}), parts, h in reached) for h in hosts]
