@@ -49,7 +49,7 @@ venv=$(bash "$repo/tests/infra/controller-venv.sh" "$dir/controller-venv" "$repo
 export PATH="$venv/bin:$PATH"
 # fleet.sh's pip download runs with the venv's pip (a stock Debian python3 has none)
 export LLMOPS_FLEET_PYTHON="$venv/bin/python"
-"$venv/bin/ansible" --version | head -n 1
+"$venv/bin/ansible" --version | sed -n 1p  # sed reads it all: head would break the pipe (set -o pipefail)
 
 mkdir -p "$dir/collections/ansible_collections/llmops"
 ln -sfn "$repo" "$dir/collections/ansible_collections/llmops/sglang"
