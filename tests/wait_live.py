@@ -42,10 +42,11 @@ def _sleeping(pid):
         return False
 
 
-def module_following(marker, timeout=60.0):
-    """Wait until this test's module process is in its wait loop (sleeping between looks at the log)."""
+def module_following(marker, timeout=120.0, gone=None):
+    """Wait until this test's module process is in its wait loop (sleeping between looks at the log); False after
+    `timeout` or as soon as gone() says the command running the module has ended."""
     t_end = time.monotonic() + timeout
-    while time.monotonic() < t_end:
+    while time.monotonic() < t_end and not (gone is not None and gone()):
         pids = module_pids(marker)
         if pids and (not _SLEEP_SYSCALLS or any(_sleeping(p) for p in pids)):
             return True

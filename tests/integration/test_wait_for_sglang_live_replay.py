@@ -133,7 +133,9 @@ def replay(tmp_path, case, mode):
         args["pid"] = writer.pid
     try:
         play = start_playbook(tmp_path, args)
-        assert module_following(tmp_path / "ansible-remote"), "the module never started following"
+        if not module_following(tmp_path / "ansible-remote", gone=lambda: play.poll() is not None):
+            play.kill()
+            pytest.fail("the module never started following its log:\n%s" % play.communicate()[0])
         writer.stdin.write(b"go\n")
         writer.stdin.flush()
         watch = ModuleWatch(tmp_path / "ansible-remote")
