@@ -482,9 +482,10 @@ def test_unit_already_failed_at_first_look():
 def test_zero_second_round_is_one_probe_pass(tmp_path):
     log = tmp_path / "server.log"
     log.write_bytes(corpus_bytes("tp2-stuck-in-cuda-graph-capture"))
-    t0 = time.monotonic()
-    res = WaitRound(WaitParams(log_path=str(log), log_offset=0, timeout=100, sleep=0.25)).run(0)
-    assert time.monotonic() - t0 < 0.5
+    ft = FakeTime()
+    res = WaitRound(WaitParams(log_path=str(log), log_offset=0, timeout=100, sleep=0.25), clock=ft.clock,
+                    sleeper=ft.sleep).run(0)
+    assert ft.now == 1000.0  # never slept
     assert res["status"] == "starting" and res["stage"] == "cuda_graph"
     assert res["msg"].startswith("SGLang on ") and "still starting" in res["msg"]
 
@@ -607,19 +608,19 @@ def test_stage_times_come_from_the_log_timestamps_when_the_whole_log_is_read_at_
     assert by_stage["start"]["log_elapsed"] == 0.0
 
 
-def test_health_only_fallback_for_a_server_that_logs_above_info(tmp_path, server, monkeypatch):
-    """--log-level warning: no stage lines and no ready line; /health 200 for HEALTH_ONLY_SECONDS with a silent log."""
-    monkeypatch.setattr(decide_rules, "HEALTH_ONLY_SECONDS", 0.6)
-    monkeypatch.setattr(observe, "SLOW_HTTP_PROBE", 0.1)
+def test_health_only_fallback_for_a_server_that_logs_above_info(tmp_path, server):
+    """--log-level warning: no stage lines and no ready line; /health 200 for HEALTH_ONLY_SECONDS with a silent log
+    (injected clock: the 30 s pass in fake time; the HTTP server is real)."""
     log = tmp_path / "server.log"
     log.write_text("")
     server.healthy.set()
-    params = WaitParams(log_path=str(log), url=server.url, timeout=10, sleep=0.05, host="node1")
+    params = WaitParams(log_path=str(log), url=server.url, timeout=100, stall_timeout=0, sleep=0.5, host="node1")
     with open(log, "a", encoding="utf-8") as f:
         f.write("[2026-06-11 05:10:00] WARNING: some warning the server prints at warning level\n")
-    t0 = time.monotonic()
-    res = WaitRound(params, state=None).run(None)
-    assert res["status"] == "ready" and 0.6 <= time.monotonic() - t0 < 3
+    ft = FakeTime()
+    res = WaitRound(params, state=None, clock=ft.clock, sleeper=ft.sleep).run(None)
+    limit = decide_rules.HEALTH_ONLY_SECONDS + observe.SLOW_HTTP_PROBE + params.sleep
+    assert res["status"] == "ready" and decide_rules.HEALTH_ONLY_SECONDS <= res["elapsed"] <= limit
     assert "never printed the ready line" in res["msg"] and "--log-level" in res["msg"]
 
 
