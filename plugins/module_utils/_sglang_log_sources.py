@@ -36,7 +36,13 @@ class LogFollower:
     * the file appearing after the follower was created ("appeared": read from byte 0);
     * a new file at the path, e.g. logrotate's create mode or a new run ("replaced": new inode, byte 0);
     * truncation, e.g. logrotate's copytruncate ("truncated": the file is shorter than the offset, or
-      the bytes just before the offset changed, which catches a truncated file that already grew again).
+      the bytes just before the offset changed, which catches a truncated file that already grew again);
+    * a start inside a line: the default offset (the file's size) can fall while a line is still being
+      written (a buffered writer flushes mid-line). The bytes up to the first newline or carriage return
+      are the tail of a line of the earlier part, so they are skipped, never handed on as a line of their
+      own (it would lose its head: "heduler hit an exception"). An explicit offset is trusted as a line
+      start (the role's offset is where the new run began writing), and so are byte 0 and a start right
+      after a carriage return (a progress bar's next segment, shown whole by a terminal).
 
     Other OS errors (permissions) propagate to the caller.
     """
@@ -52,6 +58,7 @@ class LogFollower:
             self._ino = state.get("ino")
             self._dev = state.get("dev")
             self._tail = bytes.fromhex(state.get("tail") or "")
+            self._skip_partial = bool(state.get("skip_partial"))
             pending = bytes.fromhex(state.get("pending") or "")
             if pending:
                 self._decoder.setstate((pending, 0))
@@ -60,6 +67,7 @@ class LogFollower:
         self._dev = None
         self._tail = b""
         self._offset = 0
+        self._skip_partial = False
         try:
             handle = open(path, "rb")
         except FileNotFoundError:
@@ -72,6 +80,7 @@ class LogFollower:
                 start = max(0, self._offset - self._TAIL)
                 handle.seek(start)
                 self._tail = handle.read(self._offset - start)
+                self._skip_partial = offset is None and self._tail[-1:] not in (b"\n", b"\r")
 
     @property
     def path(self):
@@ -92,13 +101,14 @@ class LogFollower:
         """JSON-serialisable dict; ``LogFollower(path, state=...)`` continues exactly."""
         pending = self._decoder.getstate()[0]
         return {"offset": self._offset, "ino": self._ino, "dev": self._dev, "tail": self._tail.hex(),
-                "pending": pending.hex()}
+                "pending": pending.hex(), "skip_partial": self._skip_partial}
 
     def _restart(self, reason, info):
         self._reset_reason = reason
         self._ino, self._dev = info.st_ino, info.st_dev
         self._offset = 0
         self._tail = b""
+        self._skip_partial = False
         self._decoder.reset()
 
     def read(self, max_bytes=8 * 1024 * 1024):
@@ -130,7 +140,17 @@ class LogFollower:
             data = handle.read(max(1, int(max_bytes)))
         self._offset += len(data)
         self._tail = (self._tail + data)[-self._TAIL:]
+        if self._skip_partial:
+            data = self._after_partial_line(data)
         return self._decoder.decode(data)
+
+    def _after_partial_line(self, data):
+        """``data`` without the rest of the line the start offset fell into (see the class docstring)."""
+        ends = [i for i in (data.find(b"\n"), data.find(b"\r")) if i >= 0]
+        if not ends:
+            return b""   # the earlier line goes on past this read: keep skipping
+        self._skip_partial = False
+        return data[min(ends) + 1:]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -879,6 +879,72 @@ def test_follower_reads_only_new_bytes_up_to_max(tmp_path):
     assert follower.read(max_bytes=1000) == "0123456789" * 7 and follower.offset == 100
 
 
+# A log whose lines end in \n, with \r progress segments, \r\n and multi-byte characters (own synthetic lines).
+PARTIAL_LOG = (
+    "[2026-06-11 05:10:00 TP0] Load weight begin. avail mem=78.50 GB \u2014 \u00e9\n"
+    "Loading safetensors:  50%|\u2588\u2588   | 1/2\rLoading safetensors: 100%|\u2588\u2588\u2588\u2588| 2/2\n"
+    "[2026-06-11 05:10:02 TP1] Capture cuda graph begin.\r\n"
+    "[2026-06-11 05:10:03 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    "RuntimeError: boom\n"
+).encode("utf-8")
+
+
+def first_line_start_at_or_after(data, pos):
+    """Where the first line that starts at or after ``pos`` starts (byte 0, after a \n, or after a \r)."""
+    while 0 < pos < len(data) and data[pos - 1:pos] not in (b"\n", b"\r"):
+        pos += 1
+    return pos
+
+
+@pytest.mark.parametrize("read_size", [1, 5, 4096])
+def test_follower_default_offset_inside_a_line_skips_its_tail_at_every_cut(tmp_path, read_size):
+    """Fault 5 of issue 10: the default offset (the file's size) falls while a line is being written; the rest of
+    that line is not a line of its own. Every cut position, every read boundary (state round trip per read)."""
+    path = tmp_path / "sglang.log"
+    for cut in range(len(PARTIAL_LOG) + 1):
+        path.write_bytes(PARTIAL_LOG[:cut])
+        follower = LogFollower(str(path))
+        with open(str(path), "ab") as handle:
+            handle.write(PARTIAL_LOG[cut:])
+        pieces = []
+        while follower.offset < len(PARTIAL_LOG):
+            pieces.append(follower.read(max_bytes=read_size))
+            follower = LogFollower(str(path), state=json.loads(json.dumps(follower.to_state())))
+        assert "".join(pieces).encode("utf-8") == PARTIAL_LOG[first_line_start_at_or_after(PARTIAL_LOG, cut):], cut
+
+
+def test_follower_explicit_offset_and_byte_zero_are_line_starts(tmp_path):
+    """The role's offset is where the new run began, even when the earlier run ended without a newline."""
+    path = tmp_path / "sglang.log"
+    path.write_bytes(b"old run killed mid-li")
+    follower = LogFollower(str(path), offset=21)
+    with open(str(path), "ab") as handle:
+        handle.write(b"[2026-06-11 05:10:00] new run\n")
+    assert follower.read() == "[2026-06-11 05:10:00] new run\n"
+    path.write_bytes(b"truncated, then one line\n")   # a restart at byte 0 never skips
+    follower = LogFollower(str(path), offset=10_000)
+    assert follower.read() == "truncated, then one line\n" and follower.reset_reason == "truncated"
+
+
+def test_error_line_is_whole_when_the_wait_starts_inside_a_crash_line(tmp_path):
+    """16 ranks print the same crash line; a wait starting inside rank 0's reports rank 1's, as written."""
+    lines = ["[2026-06-11 05:10:%02d TP%d] Load weight end. type=Qwen3ForCausalLM, avail mem=61.%02d GB\n"
+             % (i % 60, i % 16, i % 100) for i in range(2000)]
+    crash = [TRACEBACK_HEAD.format(rank="TP%d" % r).split("\n", 1)[0] + "\n" for r in range(16)]
+    data = "".join(lines + crash + ["RuntimeError: boom\n"]).encode("utf-8")
+    rank0 = data.index(crash[0].encode())
+    path = tmp_path / "sglang.log"
+    for cut in range(rank0, rank0 + len(crash[0]) + 1, 7):
+        path.write_bytes(data[:cut])
+        follower, classifier = LogFollower(str(path)), LogClassifier()
+        with open(str(path), "ab") as handle:
+            handle.write(data[cut:])
+        while follower.offset < len(data):
+            classifier.feed(follower.read(max_bytes=4093), now=0.0)
+        classifier.flush(now=0.0)
+        assert classifier.result()["error_line"] == (crash[0] if cut == rank0 else crash[1]).rstrip("\n"), cut
+
+
 WRITER = r"""
 import sys, time
 path, n = sys.argv[1], int(sys.argv[2])
