@@ -182,6 +182,50 @@ def test_live_replay(tmp_path, case, mode):
         assert record["latency"] is not None and record["latency"] < 8.0, record
 
 
+# Issue 10 fault 5: a long 16-rank log (own synthetic lines) whose file, when the wait starts at the default offset,
+# ends inside rank 0's crash line; the writer appends the rest of it and the following lines one by one.
+MID_LINE_WRITER = r"""
+import os, sys, time
+path, rest, delay = sys.argv[1:4]
+sys.stdin.readline()
+fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+for line in open(rest, "rb").read().splitlines(True):
+    os.write(fd, line)
+    time.sleep(float(delay))
+os.close(fd)
+sys.exit(1)
+"""
+
+
+def test_default_offset_inside_a_crash_line_reports_a_whole_line(tmp_path):
+    lines = ["[2026-06-11 05:10:%02d TP%d] Load weight end. type=Qwen3ForCausalLM, avail mem=61.%02d GB\n"
+             % (i % 60, i % 16, i % 100) for i in range(3000)]
+    crash = ["[2026-06-11 05:11:58 TP%d] Scheduler hit an exception: Traceback (most recent call last):\n" % r
+             for r in range(16)]
+    data = "".join(lines + crash + ["RuntimeError: boom\n"]).encode()
+    cut = data.index(crash[0].encode()) + 30   # inside rank 0's line, after "...TP0] Sc"
+    log, rest = tmp_path / "server.log", tmp_path / "rest.log"
+    log.write_bytes(data[:cut])
+    rest.write_bytes(data[cut:])
+    writer = subprocess.Popen([sys.executable, "-c", MID_LINE_WRITER, str(log), str(rest), str(LINE_DELAY)],
+                              stdin=subprocess.PIPE)
+    try:
+        play = start_playbook(tmp_path, {"log_path": str(log), "pid": writer.pid, "timeout": 90,
+                                         "stall_timeout": STALL_TIMEOUT})
+        if not module_following(tmp_path / "ansible-remote", gone=lambda: play.poll() is not None):
+            play.kill()
+            pytest.fail("the module never started following its log:\n%s" % play.communicate()[0])
+        writer.stdin.write(b"go\n")
+        writer.stdin.flush()
+        out = play.communicate(timeout=240)[0]
+    finally:
+        writer.kill()
+        writer.wait()
+    assert (tmp_path / "result.json").exists(), out
+    res = json.loads((tmp_path / "result.json").read_text())
+    assert res["status"] == "crashed" and res["error_line"] == crash[1].rstrip("\n"), res["msg"]
+
+
 def summary(results_dir):
     """The matrix (right out of N per field and mode) and the median latencies."""
     records = [json.loads(p.read_text()) for p in sorted(Path(results_dir).glob("*.json"))]
