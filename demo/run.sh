@@ -106,7 +106,7 @@ start=$(date +%s.%N)
 set +e
 if [ "$scenario" = crash ]; then
   # the rows of the table are data: select the crashed hosts and their signature with JMESPath
-  deploy -e "sglang_report_query=[?status=='crashed'].{host: host, signature: signature}"
+  deploy -e "sglang_report_query=[?status=='crashed'].{host:host,signature:signature}"
 else
   deploy
 fi

@@ -101,3 +101,20 @@ jmespath = pytest.importorskip('jmespath')
 def test_documented_queries(query, expected):
     from ansible_collections.llmops.sglang.plugins.action.sglang_run_report import select
     assert select([r.to_json() for r in _rows()], query) == expected
+
+
+def test_command_line_examples_survive_key_value_parsing():
+    """ansible-playbook splits -e key=value at spaces: every documented -e sglang_report_query=... has none, and
+    each one is a valid expression over real rows."""
+    import re
+    from pathlib import Path
+    from ansible_collections.llmops.sglang.plugins.action.sglang_run_report import select
+    root = Path(__file__).resolve().parents[4]
+    found = []
+    for name in ('README.md', 'docs/run_report.md', 'demo/run.sh', 'playbooks/deploy.yml'):
+        found += re.findall(r'-e "sglang_report_query=([^"<]+)"', (root / name).read_text())
+    assert len(found) >= 5
+    rows = [r.to_json() for r in _rows()]
+    for query in found:
+        assert ' ' not in query, query
+        select(rows, query)
