@@ -437,18 +437,3 @@ def test_choices_read_from_the_source():
     _unknown, problems = sf.check_args({'load-format': 'safetensor'}, parsed)
     assert problems == ["--load-format must be one of %s, not 'safetensor' (%s)" % (', '.join(spec['choices']), spec['source'])]
     assert sf.check_args({'load-format': 'safetensors'}, parsed) == ([], [])
-
-
-@pytest.mark.parametrize('version', REAL)
-def test_value_types_and_choices_equal_the_real_parser(version):
-    """Every flag the real parser converts with int or float is checked as such, and no other flag is; literal choices
-    read from the source are the real parser's choices (choices computed at run time are not read, so not checked)."""
-    _argv, got = real(version)
-    values = wheel_loader_parse(version)['values']
-    real_types = dict((f, a['type']) for a in got['actions'] for f in a['flags'] if a['type'] in ('int', 'float'))
-    ours = dict((f, v['type']) for f, v in values.items() if v['type'])
-    assert ours == real_types
-    real_choices = dict((f, a['choices']) for a in got['actions'] for f in a['flags'] if a['choices'] is not None)
-    for flag, spec in values.items():
-        if spec['choices']:
-            assert sorted(map(str, spec['choices'])) == sorted(map(str, real_choices[flag])), flag
