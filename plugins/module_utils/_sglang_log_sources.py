@@ -157,10 +157,20 @@ class LogFollower:
 # journal of the unit's current invocation
 # ---------------------------------------------------------------------------------------------------------------
 
-def journal_argv(invocation_id, cursor=None, journalctl="journalctl"):
+# The first poll of a bounded read has no cursor yet: a cursor of a realtime alone (1 µs after the epoch) puts
+# journalctl before the invocation's first entry. --lines=N with a cursor shows the N entries after it (oldest
+# first, in every journalctl); without one it would show the last N.
+JOURNAL_START = "t=1"
+JOURNAL_ENTRY_BYTES = 128   # entries per bounded poll: max_bytes / this (SGLang lines are ~100-300 bytes)
+
+
+def journal_argv(invocation_id, cursor=None, journalctl="journalctl", lines=None):
+    """journalctl for the messages after ``cursor`` of one invocation; ``lines`` bounds the entries shown."""
     argv = [journalctl, "--no-pager", "-q", "-o", "cat", "--show-cursor", "_SYSTEMD_INVOCATION_ID=%s" % invocation_id]
     if cursor:
         argv[1:1] = ["--after-cursor", cursor]
+    if lines:
+        argv[1:1] = ["--lines=%d" % lines] + ([] if cursor else ["--cursor", JOURNAL_START])
     return argv
 
 
@@ -181,10 +191,10 @@ def parse_journal_output(text):
     return ("\n".join(lines) + "\n") if lines else "", cursor
 
 
-def read_journal(invocation_id, cursor=None, run_command=None, journalctl="journalctl"):
-    """Return (text, new_cursor, error) for the messages after cursor of one invocation."""
+def read_journal(invocation_id, cursor=None, run_command=None, journalctl="journalctl", lines=None):
+    """Return (text, new_cursor, error) for the messages after cursor of one invocation (at most ``lines``)."""
     run_command = run_command or local_run
-    rc, out, err = run_command(journal_argv(invocation_id, cursor, journalctl))
+    rc, out, err = run_command(journal_argv(invocation_id, cursor, journalctl, lines))
     if rc != 0:
         return "", cursor, "journalctl failed (rc=%s): %s" % (rc, (err or out).strip())
     text, new_cursor = parse_journal_output(out)
@@ -370,7 +380,8 @@ class FileSource(LogSource):
 
 class JournalPollSource(LogSource):
     """The unit's journal for its current invocation, one ``journalctl --after-cursor`` run every ``every`` seconds
-    (or at once when forced). journalctl hands all new entries at once, so a poll is not bounded by max_bytes."""
+    (or at once when forced, or while a backlog is being read). A run shows at most max_bytes / JOURNAL_ENTRY_BYTES
+    entries (``--lines``), so a backlog is read in bounded pieces and the caller's deadline holds between them."""
 
     kind = "journal"
 
@@ -380,17 +391,21 @@ class JournalPollSource(LogSource):
         self.every = every
         self.probes = probes if probes is not None else []
         self._next = 0.0
+        self._more = False
 
     def read(self, now, max_bytes, force=False):
         inv = self.log_state.journal_invocation
-        if not inv or (not force and now < self._next):
+        if not inv or (not force and not self._more and now < self._next):
             return "", False
         self._next = now + self.every
-        text, cursor, err = read_journal(inv, self.log_state.journal_cursor, self.run_command)
+        lines = max(1, int(max_bytes) // JOURNAL_ENTRY_BYTES)
+        text, cursor, err = read_journal(inv, self.log_state.journal_cursor, self.run_command, lines=lines)
         self.log_state.journal_cursor = cursor
         self.log_state.reads += 1
         self.probes.append({"probe": "journal", "invocation": inv, "bytes": len(text), "error": err})
-        return text, False
+        # a full page may be followed by more (a message of several lines counts once: at worst one empty page more)
+        self._more = err is None and text.count("\n") >= lines
+        return text, self._more
 
 
 class JournalStreamSource(LogSource):
