@@ -36,7 +36,9 @@ options:
       - Byte offset in O(log_path) where the current run starts; record the file size before restarting the server.
       - Lines before it belong to earlier runs and never count (an old C(fired up) line is never taken for ready).
       - If the file is now shorter than the offset, or was replaced, the new file is read from byte 0.
-      - Default is the file's size when the wait starts (0 when it does not exist yet).
+      - Default is the file's size when the wait starts (0 when it does not exist yet). When that size falls inside a
+        line still being written, the rest of that line belongs to the earlier part and is skipped. An explicit
+        offset is taken as the start of a line.
     type: int
   unit:
     description:

@@ -22,7 +22,9 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait as wait
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import classify_text
+from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log_sources as sources
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import JournalStream
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_state import WaitState
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait_decide as decide_rules
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait_observe as observe
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import WaitParams, WaitRound
@@ -369,8 +371,8 @@ def test_cut_short_traceback_is_not_sent_to_its_last_line(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ node rank >= 1
 
-def test_node_rank_1_ready_after_kv_cache_and_quiet(tmp_path, monkeypatch):
-    monkeypatch.setattr(decide_rules, "RANK_SETTLE_SECONDS", 0.5)
+def test_node_rank_1_ready_after_kv_cache_and_quiet(tmp_path):
+    """Past the KV cache, a rank >= 1 is ready after RANK_SETTLE_SECONDS of quiet (injected clock and sleeper)."""
     text = ("[2026-06-11 05:10:02 TP8] Init torch distributed begin.\n"
             "[2026-06-11 05:10:04 TP8] Load weight begin. avail mem=78.20 GB\n"
             "[2026-06-11 05:11:04 TP8] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=12.1 GB\n"
@@ -379,15 +381,18 @@ def test_node_rank_1_ready_after_kv_cache_and_quiet(tmp_path, monkeypatch):
     log = tmp_path / "server.log"
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
-        params = WaitParams(log_path=str(log), log_offset=0, pid=child.pid, node_rank=1, timeout=10, sleep=0.1)
+        params = WaitParams(log_path=str(log), log_offset=0, pid=child.pid, node_rank=1, timeout=100, sleep=0.1)
         log.write_text(text.split("Load weight end", maxsplit=1)[0])
-        res = WaitRound(params).run(0.8)
-        assert res["status"] == "starting" and res["stage"] == "load_weights"  # not yet past weights
+        ft = FakeTime()
+        res = WaitRound(params, clock=ft.clock, sleeper=ft.sleep).run(decide_rules.RANK_SETTLE_SECONDS + 1)
+        assert res["status"] == "starting" and res["stage"] == "load_weights"  # quiet, but not yet past weights
         state = res.pop("_state")
         with open(log, "a", encoding="utf-8") as f:
             f.write(text[len(text.split("Load weight end", maxsplit=1)[0]):])
-        res = WaitRound(params, state=state).run(None)
+        t_kv = ft.now
+        res = WaitRound(params, state=state, clock=ft.clock, sleeper=ft.sleep).run(None)
         assert res["status"] == "ready" and "node rank 1" in res["msg"]
+        assert decide_rules.RANK_SETTLE_SECONDS <= ft.now - t_kv <= decide_rules.RANK_SETTLE_SECONDS + 2 * params.sleep
     finally:
         child.kill()
         child.wait()
@@ -535,7 +540,9 @@ def test_log_reading_is_incremental(tmp_path):
     """A big log already present: the wait reads only what is appended after the offset."""
     log = tmp_path / "server.log"
     with open(log, "wb") as f:
-        f.truncate(64 * 1024 * 1024)  # 64 MiB sparse file of earlier runs
+        f.truncate(64 * 1024 * 1024 - 1)  # 64 MiB sparse file of earlier runs, ending with a whole line
+        f.seek(0, os.SEEK_END)
+        f.write(b"\n")
     params = WaitParams(log_path=str(log), timeout=100, sleep=0.05)
     res = WaitRound(params).run(0.2)
     state = res.pop("_state")
@@ -624,30 +631,25 @@ def test_health_only_fallback_for_a_server_that_logs_above_info(tmp_path, server
     assert "never printed the ready line" in res["msg"] and "--log-level" in res["msg"]
 
 
-def test_health_200_with_a_busy_log_is_not_ready_without_the_ready_line(tmp_path, server, monkeypatch):
-    """A server whose log still progresses (an old server answering on the port?) is never taken for ready by /health."""
-    monkeypatch.setattr(decide_rules, "HEALTH_ONLY_SECONDS", 0.6)
-    monkeypatch.setattr(observe, "SLOW_HTTP_PROBE", 0.1)
+def test_health_200_with_a_busy_log_is_not_ready_without_the_ready_line(tmp_path, server):
+    """A server whose log still progresses (an old server answering on the port?) is never taken for ready by /health
+    (injected clock: a progress line every 0.2 s over twice HEALTH_ONLY_SECONDS in fake time; the HTTP server is real)."""
     log = tmp_path / "server.log"
     log.write_text("")
     server.healthy.set()
-    stop = threading.Event()
+    ft = FakeTime()
 
     def chatter():
         with open(log, "a", encoding="utf-8") as f:
-            while not stop.is_set():
-                f.write("Multi-thread loading shards:  50% Completed | 1/2 [00:10<00:10, 10.0s/it]\n")
-                f.flush()
-                time.sleep(0.2)
+            f.write("Multi-thread loading shards:  50% Completed | 1/2 [00:10<00:10, 10.0s/it]\n")
+        ft.at(0.2, chatter)
 
-    th = threading.Thread(target=chatter)
-    th.start()
-    try:
-        res = WaitRound(WaitParams(log_path=str(log), url=server.url, timeout=2, stall_timeout=0, sleep=0.05)).run(None)
-    finally:
-        stop.set()
-        th.join()
-    assert res["status"] == "timeout" and res["http"]["health"]["status"] == 200
+    chatter()
+    timeout = 2 * decide_rules.HEALTH_ONLY_SECONDS
+    params = WaitParams(log_path=str(log), url=server.url, timeout=timeout, stall_timeout=0, sleep=0.25)
+    res = WaitRound(params, clock=ft.clock, sleeper=ft.sleep).run(None)
+    assert res["status"] == "timeout" and timeout <= res["elapsed"] <= timeout + 1
+    assert res["http"]["health"]["status"] == 200
 
 
 def test_unit_that_cannot_be_queried_is_an_error_at_once():
@@ -666,27 +668,36 @@ def test_unknown_unit_is_an_error_not_a_crash():
 
 
 def test_unit_main_pid_watch_runs_systemctl_rarely_and_at_once_on_exit():
-    """While the unit's MainPID lives, systemctl show runs every UNIT_PROBE_EVERY s; its death triggers one at once."""
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1.2)"])
+    """While the unit's MainPID lives, systemctl show runs every UNIT_PROBE_EVERY s; its death triggers one at once
+    (injected clock: the real child is killed when the fake time reaches 5 s)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     running = RUNNING.replace("MainPID=41210\nExecMainPID=41210", "MainPID=%d\nExecMainPID=%d" % (child.pid, child.pid))
     failed = AUTO_RESTART.replace("ExecMainPID=41210", "ExecMainPID=%d" % child.pid)
     calls = []
 
     def run(argv):
-        calls.append(time.monotonic())
+        calls.append(ft.now)
         # the recorded unit is running while the child lives, then systemd shows it exited and about to restart
         return 0, (running if child.poll() is None else failed), ""
 
-    t0 = time.monotonic()
-    try:
-        res = WaitRound(WaitParams(unit="sglang.service", timeout=30, sleep=0.05, host="node1"), run_command=lambda a: (
-            run(a) if os.path.basename(a[0]) == "systemctl" else (0, "", ""))).run(None)
-    finally:
+    def end_child():
+        child.kill()
         child.wait()
-    took = time.monotonic() - t0
+
+    ft = FakeTime()
+    ft.at(5.0, end_child)
+    t0 = ft.now
+    params = WaitParams(unit="sglang.service", timeout=30, sleep=0.05, host="node1")
+    try:
+        res = WaitRound(params, run_command=lambda a: (run(a) if os.path.basename(a[0]) == "systemctl" else (0, "", "")),
+                        clock=ft.clock, sleeper=ft.sleep).run(None)
+    finally:
+        end_child()
     assert res["status"] == "crashed" and res["signature"] == "unit_failed" and res["exited"]["exit_code"] == 1
-    assert 1.2 <= took < 1.2 + 0.5  # seen within ~one sleep of the exit, not at the next 2 s systemctl tick
-    assert len(calls) <= 3, calls  # first look, (maybe) one 2 s tick, the one triggered by the exit
+    # seen within a sleep of the exit plus the exit's drain of the log, not at the next UNIT_PROBE_EVERY tick (6 s)
+    assert 5.0 <= ft.now - t0 <= 5.0 + 2 * params.sleep + decide_rules.EXIT_DRAIN + wait.INNER_POLL
+    # the first look, one every UNIT_PROBE_EVERY while the child lives, and the one its exit triggered
+    assert len(calls) == 1 + int(5.0 // observe.UNIT_PROBE_EVERY) + 1, calls
 
 
 def journal_json(case):
@@ -748,6 +759,58 @@ def test_streamed_journal_across_rounds_resumes_at_the_cursor():
     assert not any(os.path.basename(c[0]) == "journalctl" for c in rec.calls)  # no polling while streaming
     # every line exactly once across the two rounds
     assert res["error_lineno"] == corpus_bytes(case).decode().split("\n").index(exp["first_error_line"]) + 1
+
+
+class PagedJournal:
+    """run_command stand-in for `journalctl -o cat --show-cursor` over recorded entries, with journalctl's paging:
+    --cursor / --after-cursor position, --lines=N shows the N entries after it; each call costs `cost` fake seconds."""
+
+    def __init__(self, entries, ft=None, cost=0.0):
+        self.entries, self.ft, self.cost, self.pages = entries, ft, cost, []
+
+    def __call__(self, argv):
+        if os.path.basename(argv[0]) == "systemctl":
+            return 0, RUNNING, ""
+        opts = dict(a.split("=", 1) for a in argv if a.startswith("--lines="))
+        start = 0
+        if "--after-cursor" in argv:
+            start = int(argv[argv.index("--after-cursor") + 1].rsplit("=", 1)[1]) + 1
+        else:
+            assert argv[argv.index("--cursor") + 1] == "t=1"   # before the invocation's first entry
+        end = min(len(self.entries), start + int(opts["--lines"]))
+        self.pages.append(end - start)
+        if self.ft is not None:
+            self.ft.now += self.cost
+        out = "".join(e + "\n" for e in self.entries[start:end])
+        return 0, out + ("-- cursor: s=abc;i=%d\n" % (end - 1) if end > start else ""), ""
+
+
+def test_polled_journal_reads_a_backlog_in_bounded_pages_each_entry_once():
+    entries = ["[2026-06-11 05:10:%02d TP%d] Load weight begin. entry %d" % (i % 60, i % 8, i) for i in range(5000)]
+    journal = PagedJournal(entries)
+    state = WaitState.restore(None, 0.0)
+    state.log.journal_invocation = "2f7c0b4c6d0e4b1a9c3e5f7a8b9c0d1e"
+    source = sources.JournalPollSource(state.log, journal, every=0.25)
+    text, more = source.read(0.0, 64 * 1024)
+    texts = [text]
+    while more:
+        text, more = source.read(0.0, 64 * 1024)   # a backlog is read on at once, not at the next poll tick
+        texts.append(text)
+    assert "".join(texts) == "".join(e + "\n" for e in entries)
+    assert max(journal.pages) == 64 * 1024 // sources.JOURNAL_ENTRY_BYTES and len(journal.pages) >= 10
+    assert source.read(0.1, 64 * 1024) == ("", False)   # caught up: the next poll waits for its tick
+
+
+def test_timeout_holds_over_a_polled_journal_backlog():
+    """200 000 journal entries, every journalctl run costs 0.2 fake seconds: the round ends at its timeout, not when
+    the backlog is read (injected clock and runner)."""
+    entries = ["[2026-06-11 05:10:00 TP0] Load weight begin. avail mem=78.20 GB, entry %d" % i for i in range(200000)]
+    ft = FakeTime()
+    journal = PagedJournal(entries, ft, cost=0.2)
+    params = WaitParams(unit="sglang.service", timeout=3, stall_timeout=0, sleep=0.25, host="node1")
+    res = WaitRound(params, run_command=journal, clock=ft.clock, sleeper=ft.sleep).run(None)
+    assert res["status"] == "timeout" and 3 <= res["elapsed"] <= 3 + wait.READ_SLICE + 2 * 0.2
+    assert sum(journal.pages) < len(entries)
 
 
 def test_stream_that_cannot_start_falls_back_to_polling():
