@@ -23,6 +23,7 @@ from ansible.playbook.play_context import PlayContext
 from ansible_collections.llmops.sglang.plugins.action import wait_for_sglang as action_mod
 from ansible_collections.llmops.sglang.plugins.action.wait_for_sglang import ActionModule, progress_line
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import STAGES
+from wait_live import module_following
 
 CORPUS = Path(__file__).resolve().parents[3] / "fixtures" / "sglang-logs"
 MODULE = "ansible_collections.llmops.sglang.plugins.modules.wait_for_sglang"
@@ -77,8 +78,9 @@ def display(monkeypatch):
     return disp
 
 
-def replay(log, case, delay=0.01, start_after=0.3, chunk=2048, parts=None):
-    """Append a corpus log in chunks; with parts=N, in N blocks of whole lines `delay` seconds apart."""
+def replay(log, case, delay=0.01, start_after=0.3, chunk=2048, parts=None, when=None):
+    """Append a corpus log in chunks; with parts=N, in N blocks of whole lines `delay` seconds apart. when: a callable
+    the writer waits for first (e.g. the module following the log), then start_after seconds."""
     data = (CORPUS / case / "server.log").read_bytes()
     if parts:
         lines = data.splitlines(True)
@@ -88,6 +90,8 @@ def replay(log, case, delay=0.01, start_after=0.3, chunk=2048, parts=None):
         chunks = [data[i:i + chunk] for i in range(0, len(data), chunk)]
 
     def run():
+        if when is not None:
+            when()
         time.sleep(start_after)
         with open(log, "ab") as f:
             for piece in chunks:
@@ -102,7 +106,9 @@ def replay(log, case, delay=0.01, start_after=0.3, chunk=2048, parts=None):
 
 def test_ready_prints_one_line_per_stage_and_succeeds(tmp_path, display):
     log = tmp_path / "server.log"
-    th = replay(log, "gb10-dflash-spec-decoding-ready", delay=2.8, parts=5)
+    # the writer starts once the first module process follows the log: on a loaded machine a module's start-up took
+    # longer than the whole replay, the first round read the whole log and the test saw one round and one stage
+    th = replay(log, "gb10-dflash-spec-decoding-ready", delay=2.8, parts=5, when=lambda: module_following(tmp_path))
     plugin, _connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 60, "stall_timeout": 20})
     runner = RealModule(tmp_path)
     plugin._execute_module = runner
