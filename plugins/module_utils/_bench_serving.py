@@ -99,13 +99,14 @@ def _mean(values):
 
 
 class GpuSampler:
-    """Samples ``nvidia-smi`` every ``interval`` seconds between ``start()`` and ``stop()``.
+    """Samples ``nvidia-smi`` every ``interval`` seconds between ``start()`` and ``stop()``, the first time 0.2 s after
+    the start.
 
     ``run_command(argv) -> (rc, out, err)``. The first failing call ends the sampling (no nvidia-smi, no driver):
     the figures are then None and ``error`` says why.
     """
 
-    def __init__(self, argv, run_command, interval=1.0):
+    def __init__(self, argv, run_command, interval=0.5):
         self.argv = list(argv) + GPU_QUERY
         self.run_command = run_command
         self.interval = interval
@@ -124,8 +125,11 @@ class GpuSampler:
         return True
 
     def _loop(self):
-        while not self._stop.is_set() and self.sample_once():
-            self._stop.wait(self.interval)
+        # The first sample a little after the start, when the load is running: a sample at the very start reads an idle
+        # GPU, and a short run would be all idle.
+        pause = min(0.2, self.interval)
+        while not self._stop.wait(pause) and self.sample_once():
+            pause = self.interval
 
     def start(self):
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -137,6 +141,11 @@ class GpuSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(self.interval + 10)
+        if not self.samples and self.error is None and self.sample_once():
+            # a run shorter than the first pause: one call tells whether nvidia-smi works, but its figures are of
+            # an idle GPU after the run, not of the run
+            self.samples = []
+            self.error = 'the run ended before the first GPU sample (%.1f s after its start)' % min(0.2, self.interval)
         per_gpu = [gpu for sample in self.samples for gpu in sample]
         return {'power_w': _mean([g[0] for g in per_gpu]), 'power_limit_w': _mean([g[1] for g in per_gpu]),
                 'gpu_util_pct': _mean([g[2] for g in per_gpu])}

@@ -21,7 +21,7 @@ description:
   - With O(client=bench_serving) (or V(auto) when it can be imported), SGLang's own C(python -m sglang.bench_serving)
     of the installed release runs the load (C(--dataset-name random-ids), C(--output-file) JSON). Otherwise a small
     standard-library client streams the same requests to C(POST /generate) and measures them the same way.
-  - Where O(nvidia_smi) works, GPU power draw, power limit and utilisation are sampled every second during each run
+  - Where O(nvidia_smi) works, GPU power draw, power limit and utilisation are sampled twice a second during each run
     (mean per GPU).
   - With O(baseline_path), the result is compared with the last accepted result for the same model and load
     (RV(verdict)); with O(update_baseline=true) an accepted result becomes the new baseline.

@@ -123,3 +123,11 @@ def test_sampler_without_nvidia_smi_says_why():
     sampler.start()
     assert sampler.stop() == {'power_w': None, 'power_limit_w': None, 'gpu_util_pct': None}
     assert sampler.error.startswith('nvidia-smi gave no GPU figures (rc=127)')
+
+
+def test_a_run_shorter_than_the_first_pause_has_no_figures_and_says_so():
+    printer = [sys.executable, '-c', 'print("250.00, 600.00, 97")']
+    sampler = bs.GpuSampler(printer, local_run)
+    sampler.start()
+    assert sampler.stop() == {'power_w': None, 'power_limit_w': None, 'gpu_util_pct': None}
+    assert sampler.error == 'the run ended before the first GPU sample (0.2 s after its start)'

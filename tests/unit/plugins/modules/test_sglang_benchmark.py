@@ -100,12 +100,13 @@ def test_a_regression_never_replaces_the_baseline(run_module, args):
 
 
 def test_power_figures_of_a_gpu_and_of_a_host_without_nvidia_smi(run_module, args):
+    # a run long enough for samples: 16 x 64 tokens at the profile's 1867 tok/s, about 0.6 s
     with_gpu = run_module(dict(args, nvidia_smi=[sys.executable, str(STANDIN / 'nvidia_smi_standin.py'), '--url', args['url']],
-                               baseline_path=None))
+                               baseline_path=None, output_len=64, num_prompts=16))
     level = with_gpu['result']['levels'][0]
     assert (level['power_limit_w'], level['gpu_util_pct'], with_gpu['gpu']) == (600.0, None, None)
     assert 60.0 <= level['power_w'] <= 250.0   # the recorded fusion-off figure while streams run, idle between
-    without = run_module(dict(args, nvidia_smi=['/nonexistent/nvidia-smi'], baseline_path=None))
+    without = run_module(dict(args, nvidia_smi=['/nonexistent/nvidia-smi'], baseline_path=None, output_len=64, num_prompts=16))
     assert without['result']['levels'][0]['power_w'] is None
     assert without['gpu']['error'].startswith('nvidia-smi gave no GPU figures (rc=127): /nonexistent/nvidia-smi: ')
     assert without['verdict'] is None and without['changed'] is False
