@@ -133,6 +133,15 @@ class History:
         """A new History with ``record`` last and at most ``keep`` records."""
         return History((self.records + [record])[-keep:])
 
+    def lines(self, show):
+        """One line per start for a person, the newest ``show`` starts first, each compared with the starts before it."""
+        out = []
+        for index in range(len(self.records) - 1, max(-1, len(self.records) - 1 - show), -1):
+            record = self.records[index]
+            earlier = History(self.records[:index]).same_config(record)
+            out.append(start_line(record, compare(record, earlier)))
+        return out
+
     def same_config(self, record):
         """Earlier records of ``record``'s configuration, newest first (``record`` itself excluded)."""
         return [r for r in reversed(self.records) if r.config == record.config and r is not record
@@ -301,6 +310,18 @@ def compare(record, previous, factor=SLOWER_FACTOR, min_seconds=SLOWER_MIN_SECON
         summary = 'as fast as %s (%s, before %s)' % (than, seconds_text(record.total) if record.total is not None else '?',
                                                      range_text(totals))
     return Comparison(previous=len(earlier), slower=slower, ratio=ratio, summary=summary, short=short)
+
+
+def start_line(record, comparison):
+    """``2026-12-01 13:50:02 SGLang 0.5.9 ready in 17 s, smoke TTFT 0.052s, caches warm: as fast as the previous start``"""
+    parts = ['ready in %s' % seconds_text(record.total) if record.total is not None else 'ready']
+    smoke = record.smoke or {}
+    if smoke.get('ttft') is not None:
+        parts.append('smoke TTFT %.3fs' % smoke['ttft'])
+    if record.cache_state:
+        parts.append('caches %s' % record.cache_state)
+    return '%s SGLang %s %s: %s' % (record.recorded_at.replace('T', ' ').rstrip('Z'), record.sglang_version or '?',
+                                   ', '.join(parts), comparison.short)
 
 
 def _ratio_text(ratio):

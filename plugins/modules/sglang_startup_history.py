@@ -173,6 +173,12 @@ records:
   type: list
   elements: dict
   sample: []
+lines:
+  description: The last O(show) starts as one line each for a person (newest first), each compared with the starts before it.
+  returned: always
+  type: list
+  elements: str
+  sample: ["2026-12-01 13:50:02 SGLang 0.5.9 ready in 6m09s, smoke TTFT 0.052s, caches warm: 21.7x slower than the previous start: load_weights"]
 count:
   description: Records in the history now.
   returned: always
@@ -290,7 +296,7 @@ def query_result(history, show):
     comparison = sh.compare(newest, history.same_config(newest)) if newest else sh.Comparison(summary='no start recorded yet')
     return dict(changed=False, record=newest.to_json() if newest else None, comparison=comparison.to_json(),
                 records=[r.to_json() for r in reversed(history.records[-show:])] if show else [],
-                count=len(history.records), damaged=history.damaged, metrics=None,
+                count=len(history.records), damaged=history.damaged, metrics=None, lines=history.lines(show),
                 msg=(record_message(newest, comparison, len(history.records), False) if newest else 'no start recorded yet'))
 
 
@@ -315,7 +321,7 @@ def present(module, history):
             sh.write_text(p['metrics_path'], metrics)
     result = dict(changed=changed, record=record.to_json(), comparison=comparison.to_json(),
                   records=[r.to_json() for r in reversed(updated.records[-p['show']:])] if p['show'] else [],
-                  count=len(updated.records), damaged=history.damaged, metrics=metrics,
+                  count=len(updated.records), damaged=history.damaged, metrics=metrics, lines=updated.lines(p['show']),
                   msg=record_message(record, comparison, len(updated.records), recorded))
     if module._diff:
         result['diff'] = dict(before='', after=json.dumps(record.to_json(), indent=1, sort_keys=True) + '\n' if recorded else '',

@@ -198,3 +198,19 @@ def test_prometheus_text_parses_with_the_reference_parser():
                       'http_listening': 1.0, 'warmup': 3.0, 'total': 369.0}
     assert all(f.type == 'gauge' for f in families.values())
     assert families['sglang_startup_seconds'].samples[0].labels == {'unit': 'sglang.service', 'stage': 'start'}
+
+
+def test_history_lines_compare_each_start_with_the_ones_before_it():
+    history = sh.History([rec(17.0, invocation='a', load_weights=6.0), rec(369.0, invocation='b', cache='warm', load_weights=109.0),
+                          rec(20.0, config='other', invocation='c')])
+    for r, v in zip(history.records, ('0.5.9', '0.5.9', '0.5.10')):
+        r.sglang_version = v
+    history.records[1].smoke = {'ttft': 0.0521}
+    assert history.lines(5) == [
+        '2026-12-01 13:00:00 SGLang 0.5.10 ready in 20 s: first start of this configuration',
+        '2026-12-01 13:00:00 SGLang 0.5.9 ready in 6m09s, smoke TTFT 0.052s, caches warm: 21.7x slower than the previous '
+        'start: load_weights',
+        '2026-12-01 13:00:00 SGLang 0.5.9 ready in 17 s: first start of this configuration',
+    ]
+    assert len(history.lines(1)) == 1
+    assert history.lines(0) == []
