@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import List, Optional
 
 from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import STAGES
 
 FORMAT = 1
 # A stage counts as much slower when it took SLOWER_FACTOR times the slowest previous start and at least
@@ -90,6 +91,11 @@ class StartRecord:
 
     def to_json(self):
         return asdict(self)
+
+    def ordered_stages(self):
+        """(stage, seconds) in startup order (JSON objects may come back in any order)."""
+        rank = dict((stage, index) for index, stage in enumerate(STAGES))
+        return sorted(self.stages.items(), key=lambda item: (rank.get(item[0], len(STAGES)), item[0]))
 
     @classmethod
     def from_json(cls, data):
@@ -287,7 +293,7 @@ def compare(record, previous, factor=SLOWER_FACTOR, min_seconds=SLOWER_MIN_SECON
         text = 'first start of this configuration'
         return Comparison(summary=text, short=text)
     slower = []
-    for stage, seconds in list(record.stages.items()) + [('total', record.total)]:
+    for stage, seconds in record.ordered_stages() + [('total', record.total)]:
         before = [r.stages.get(stage) if stage != 'total' else r.total for r in earlier]
         before = [b for b in before if isinstance(b, (int, float))]
         if seconds is None or not before:
@@ -356,7 +362,7 @@ def prometheus_text(record, comparison, unit):
     """node_exporter textfile-collector metrics (Prometheus text exposition format 0.0.4) of the last start."""
     base = '{unit="%s"' % _label(unit or record.unit or 'unknown')
     samples = dict((name, []) for name, _help in METRICS)
-    for stage, seconds in list(record.stages.items()) + ([('total', record.total)] if record.total is not None else []):
+    for stage, seconds in record.ordered_stages() + ([('total', record.total)] if record.total is not None else []):
         samples['sglang_startup_seconds'].append(('%s,stage="%s"}' % (base, _label(stage)), seconds))
     smoke = record.smoke or {}
     if smoke.get('ttft') is not None:

@@ -214,3 +214,15 @@ def test_history_lines_compare_each_start_with_the_ones_before_it():
     ]
     assert len(history.lines(1)) == 1
     assert history.lines(0) == []
+
+
+def test_stages_come_back_in_startup_order_whatever_the_json_order(tmp_path):
+    path = str(tmp_path / 'h.json')
+    first = rec(26.0, invocation='a', start=9.0, kv_cache=4.0, load_weights=6.0)
+    sh.write(path, sh.History([first]))  # written with sorted keys: kv_cache before load_weights before start
+    again = sh.read(path).records[0]
+    assert [s for s, _v in again.ordered_stages()] == ['start', 'load_weights', 'kv_cache']
+    cmp = sh.compare(rec(369.0, kv_cache=23.0, load_weights=109.0, start=11.0), [again])
+    assert [s.stage for s in cmp.slower] == ['load_weights', 'kv_cache', 'total']
+    assert sh.prometheus_text(again, None, 'u').count('\nsglang_startup_seconds{') == 4  # three stages and the total
+    assert sh.prometheus_text(again, None, 'u').index('stage="start"') < sh.prometheus_text(again, None, 'u').index('stage="kv_cache"')
