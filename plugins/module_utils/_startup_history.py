@@ -326,8 +326,8 @@ def start_line(record, comparison):
         parts.append('smoke TTFT %.3fs' % smoke['ttft'])
     if record.cache_state:
         parts.append('caches %s' % record.cache_state)
-    return '%s SGLang %s %s: %s' % (record.recorded_at.replace('T', ' ').rstrip('Z'), record.sglang_version or '?',
-                                   ', '.join(parts), comparison.short)
+    when = record.recorded_at.replace('T', ' ').rstrip('Z')
+    return '%s SGLang %s %s: %s' % (when, record.sglang_version or '?', ', '.join(parts), comparison.short)
 
 
 def _ratio_text(ratio):
