@@ -90,10 +90,41 @@ def fill_failure(row: HostRow, failure: Dict[str, Any]) -> None:
     row.reason = first_sentence(failure.get('msg')) or 'task %r failed' % row.extra['failed_task']
 
 
+def _ttft(value: Any) -> str:
+    return '' if value is None else '%.3fs' % float(value)
+
+
+def fill_smoke(row: HostRow, smoke: Dict[str, Any]) -> None:
+    """llmops.sglang.sglang_smoke (after the start, or in the check): its time to first token; a request that failed or
+    hung fails a ready row, with the module's error (what was sent is in the registered result)."""
+    if not _is_dict(smoke) or 'ok' not in smoke:
+        return
+    row.extra['ttft'] = smoke.get('ttft') if smoke.get('ok') else None
+    if not smoke.get('ok') and row.ok:
+        row.status = 'failed'
+        row.reason = one_line('smoke request: %s' % (smoke.get('error') or smoke.get('msg') or 'failed'))
+
+
+def fill_startup(row: HostRow, history: Dict[str, Any]) -> None:
+    """llmops.sglang.sglang_startup_history: the start beside earlier starts of its configuration, in a few words
+    ("14.2x slower than the previous start: load_weights, kv_cache")."""
+    if not _is_dict(history) or not history.get('record'):
+        return
+    row.extra['startup'] = (history.get('comparison') or {}).get('short') or ''
+    if history.get('lines'):
+        # the check's read-back: the last starts, one line each, in the returned rows (-e sglang_report_query)
+        row.extra['starts'] = list(history['lines'])
+
+
+SMOKE_COLUMNS = (Column('ttft', 'TTFT', _ttft, right=True),)
+STARTUP_COLUMNS = (Column('startup', 'STARTUP'),)
+
 DEPLOY_PARTS: Tuple[Part, ...] = (
     Part('sglang_service_deployment', fill_stamp),
     Part('__sglang_service_rank_changed', fill_changed),
     Part('sglang_service_wait_result', fill_wait),
+    Part('sglang_service_smoke_result', fill_smoke, SMOKE_COLUMNS),
+    Part('sglang_service_start_record', fill_startup, STARTUP_COLUMNS),
     Part(FAILURE_VAR, fill_failure),
 )
 
@@ -140,6 +171,8 @@ CHECK_PARTS: Tuple[Part, ...] = (
     Part('check_ready', fill_check_ready),
     Part('check_driver', fill_check_driver, (Column('driver', 'DRIVER'),)),
     Part('check_patch', fill_check_patch, (Column('sm120', 'SM120 PATCH'),)),
+    Part('check_smoke', fill_smoke, SMOKE_COLUMNS),
+    Part('check_starts', fill_startup, STARTUP_COLUMNS),
     Part(FAILURE_VAR, fill_failure),
 )
 

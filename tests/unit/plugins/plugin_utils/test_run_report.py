@@ -68,7 +68,7 @@ def test_rows_from_what_the_deploy_registered():
 def test_table_is_one_line_per_host_with_signature_or_unchanged():
     lines = render(_rows(), columns_for(DEPLOY_PARTS))
     assert len(lines) == 7
-    assert lines[0].split() == ['HOST', 'STATUS', 'STAGE', 'TIME', 'SIGNATURE', 'REASON']
+    assert lines[0].split() == ['HOST', 'STATUS', 'STAGE', 'TIME', 'SIGNATURE', 'TTFT', 'STARTUP', 'REASON']
     cells = {line.split()[0]: line.split() for line in lines[1:]}
     assert cells['node1'][1:5] == ['crashed', 'cuda_graph', '5.3s', 'cuda_oom']
     assert cells['node2'][1:5] == ['ready', 'ready', '12.4s', '-']
@@ -81,7 +81,8 @@ def test_table_is_one_line_per_host_with_signature_or_unchanged():
 def test_a_part_adds_a_column_before_reason():
     def fill_ttft(row, smoke):
         row.extra['ttft_ms'] = smoke['ttft_ms']
-    parts = DEPLOY_PARTS + (Part('smoke', fill_ttft, (Column('ttft_ms', 'TTFT', lambda v: '' if v is None else '%d ms' % v, True),)),)
+    base = tuple(p for p in DEPLOY_PARTS if not p.columns)
+    parts = base + (Part('smoke', fill_ttft, (Column('ttft_ms', 'TTFT', lambda v: '' if v is None else '%d ms' % v, True),)),)
     row = build_row('node2', {'sglang_service_wait_result': READY, 'smoke': {'ttft_ms': 41}}, parts, reached=True)
     lines = render([row], columns_for(parts))
     assert lines[0].split() == ['HOST', 'STATUS', 'STAGE', 'TIME', 'SIGNATURE', 'TTFT', 'REASON']
