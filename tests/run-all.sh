@@ -239,6 +239,8 @@ run_step sanity ansible-test sanity --venv --python "$PYV"
 if ((${#OTHER_PYTHONS[@]})); then
     run_step "sanity-py$(IFS=,; echo "${OTHER_PYTHONS[*]}")" sanity_other_pythons
 fi
+# the units run offline: the SGLang releases they read come from this cache (HOME/.cache/llmops-sglang)
+run_step wheels "$VENV/bin/python" tests/sglang_wheels.py
 run_step units ansible-test units --venv --python "$PYV"
 run_step ansible-lint ansible-lint
 run_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .

@@ -11,6 +11,10 @@ cached.  From 0.5.11 the wheels are platform wheels, so they are fetched with
 
 A download failure raises :class:`WheelUnavailable` with pip's output: tests must fail loudly,
 never skip, when PyPI is unreachable.
+
+Unit tests run offline: under ``ansible-test units`` (or with ``LLMOPS_SGLANG_OFFLINE=1``) nothing is downloaded, and
+a release missing from the cache fails naming the command that fills it, ``python tests/sglang_wheels.py``
+(tests/run-all.sh runs it before the units). ``UNIT_VERSIONS`` lists every release the unit tests read.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ from pathlib import Path
 
 # Fixture set: at least one release per known shape of every site (docs/sglang_patch_sm120.md).
 FIXTURE_VERSIONS = ('0.4.10', '0.5.3', '0.5.7', '0.5.9', '0.5.10', '0.5.13', '0.5.14', '0.5.18', '0.5.20', '0.5.23')
+
+# Every release the unit tests read (the fixture set plus the releases around flag introductions).
+UNIT_VERSIONS = FIXTURE_VERSIONS + ('0.4.8', '0.4.8.post1', '0.4.9', '0.5.2')
 
 # Files inside the wheel that the patcher may read or write.
 SITE_FILES = (
@@ -97,13 +104,23 @@ def _find_wheel(directory: Path, version: str):
     return None
 
 
+def offline() -> bool:
+    """True where tests must not reach PyPI: under ``ansible-test units`` (whose environment always carries
+    ANSIBLE_CONTROLLER_MIN_PYTHON_VERSION, and nothing of ours) or with LLMOPS_SGLANG_OFFLINE=1."""
+    return 'ANSIBLE_CONTROLLER_MIN_PYTHON_VERSION' in os.environ or os.environ.get('LLMOPS_SGLANG_OFFLINE') == '1'
+
+
 def wheel_path(version: str) -> Path:
-    """Return the cached wheel of ``version``, downloading it once."""
+    """Return the cached wheel of ``version``, downloading it once (never when offline())."""
     wheels = cache_root() / 'wheels'
     wheels.mkdir(parents=True, exist_ok=True)
     found = _find_wheel(wheels, version)
     if found is not None:
         return found
+    if offline():
+        raise WheelUnavailable('SGLang %s is not in the wheel cache %s and unit tests do not download: fill the cache first with '
+                               '"python tests/sglang_wheels.py" (tests/run-all.sh does, before the units), or add the release to '
+                               'UNIT_VERSIONS there.' % (version, wheels))
     with tempfile.TemporaryDirectory(dir=str(wheels), prefix='.dl-') as tmp:
         argv = pip_command() + download_args(version) + ['-d', tmp]
         try:
@@ -204,7 +221,7 @@ def released_versions(minimum: str = '0.4.6') -> list:
 
 
 if __name__ == '__main__':
-    for ver in sys.argv[1:] or FIXTURE_VERSIONS:
+    for ver in sys.argv[1:] or UNIT_VERSIONS:
         print(ver, tree_path(ver))
 
 

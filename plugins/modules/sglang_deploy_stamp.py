@@ -47,6 +47,9 @@ options:
         multi-node arguments derived from the inventory and of its own task and template files.
       - The values are opaque to the module; O(state=query) names every input whose digest differs, was added or
         was removed.
+      - The module adds one input itself (since 0.2.0), C(llmops.sglang code), holding the collection's version and a sha256
+        of the source of the module_utils it runs with (the SM120 patcher, the record's own rules), so a collection
+        upgrade counts as a change without the caller reading the collection's files.
     type: dict
     required: true
   files:
@@ -183,12 +186,9 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.sglang.plugins.module_utils import _atomic_write, _collection, _command, _sglang_install, _sm120_patch, _systemd
 from ansible_collections.llmops.sglang.plugins.module_utils import _deploy_stamp as ds
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
-from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
-from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import InstallError, locate
-from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import PATCH_FILES
 
 
 def _sglang_now(module):
@@ -196,11 +196,11 @@ def _sglang_now(module):
     if not python:
         return None
     try:
-        install = locate(python, module_runner(module))
-    except InstallError:
+        install = _sglang_install.locate(python, _command.module_runner(module))
+    except _sglang_install.InstallError:
         # Not installed (yet): a first deploy creates the venv. Recorded and compared as "not installed".
         return None
-    tree, count = ds.install_digest(install.path, PATCH_FILES)
+    tree, count = ds.install_digest(install.path, _sm120_patch.PATCH_FILES)
     return {'path': install.path, 'version': install.version, 'tree': tree, 'files': count}
 
 
@@ -210,9 +210,19 @@ def _unit_now(module):
         return None
     systemctl = module.get_bin_path('systemctl', required=True)
     try:
-        return systemd.show(unit, ds.UNIT_PROPERTIES, module_runner(module), systemctl)
-    except systemd.SystemdError as err:
+        return _systemd.show(unit, ds.UNIT_PROPERTIES, _command.module_runner(module), systemctl)
+    except _systemd.SystemdError as err:
         module.fail_json(msg=err.msg, rc=err.rc)
+
+
+# The input the module adds itself: what it runs is part of what a deployment is made from.
+CODE_INPUT = 'llmops.sglang code'
+
+
+def _inputs(given):
+    """The caller's inputs plus the collection's version and a digest of the code this module brought along."""
+    code = (_atomic_write, _collection, _command, ds, _sglang_install, _sm120_patch, _systemd)
+    return dict(given, **{CODE_INPUT: '%s %s' % (_collection.VERSION, _collection.code_digest(code))})
 
 
 def main():
@@ -241,12 +251,12 @@ def main():
             if p['health_url']:
                 health = probe.http_get(p['health_url'], '/health', timeout=p['health_timeout'])
                 health.pop('body', None)
-            reasons, unit_changed = ds.compare(record, p['inputs'], p['files'], sglang, unit_state, health)
+            reasons, unit_changed = ds.compare(record, _inputs(p['inputs']), p['files'], sglang, unit_state, health)
             current = not reasons
             module.exit_json(current=current, reasons=reasons, unit_changed=unit_changed,
                              recorded_at=(record or {}).get('recorded_at'), health=health, **result)
         unit = {'name': p['unit'], 'invocation': invocation} if p['unit'] else None
-        new = ds.build(p['inputs'], p['files'], sglang, unit)
+        new = ds.build(_inputs(p['inputs']), p['files'], sglang, unit)
         changed = not ds.same_record(record, new)
         if changed and not module.check_mode:
             ds.write(p['path'], new)

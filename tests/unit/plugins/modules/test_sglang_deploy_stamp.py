@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils import _collection
 from ansible_collections.llmops.sglang.plugins.modules import sglang_deploy_stamp
 
 TESTS = Path(__file__).resolve().parents[3]
@@ -82,7 +83,10 @@ def test_check_mode_and_diff_write_nothing(capsys, host):
     res = run_module(capsys, args, check_mode=True, diff=True)
     assert res['changed'] is True
     assert res['diff']['before'] == ''
-    assert json.loads(res['diff']['after'])['inputs'] == host['inputs']
+    inputs = json.loads(res['diff']['after'])['inputs']
+    assert inputs == dict(host['inputs'], **{'llmops.sglang code': inputs['llmops.sglang code']})
+    version, digest = inputs['llmops.sglang code'].split(' ')
+    assert (version, len(digest)) == (_collection.VERSION, 64)
     assert not os.path.exists(host['path'])
 
 
@@ -163,6 +167,15 @@ def test_changed_inputs_are_named(capsys, host):
     res = run_module(capsys, dict(args, inputs=dict(host['inputs'], sglang_service_args='0' * 64, sglang_service_port='1' * 64)))
     assert res['reasons'] == ['inputs changed: sglang_service_args, sglang_service_port']
     assert (res['current'], res['unit_changed']) == (False, False)
+
+
+def test_a_record_of_other_collection_code_is_named(capsys, host):
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']}
+    run_module(capsys, dict(args, state='present'))
+    record = json.loads(Path(host['path']).read_text())
+    record['inputs']['llmops.sglang code'] = '0.1.0 ' + 'f' * 64
+    Path(host['path']).write_text(json.dumps(record))
+    assert run_module(capsys, args)['reasons'] == ['inputs changed: llmops.sglang code']
 
 
 def test_damaged_record_is_reported_then_rewritten(capsys, host):
