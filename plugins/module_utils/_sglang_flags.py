@@ -68,13 +68,13 @@ def read_package_sources(package_dir):
             try:
                 with open(path, 'rb') as handle:
                     return handle.read().decode('utf-8', 'replace')
-            except (IOError, OSError):
+            except OSError:
                 continue
         return None
     return load
 
 
-class _Sources(object):
+class _Sources:
     """Parsed modules, loaded on demand; remembers what it read."""
 
     def __init__(self, sources):
@@ -196,7 +196,7 @@ def _imports(tree, modname):
 # The walker
 # ---------------------------------------------------------------------------------------------------------------
 
-class _Walker(object):
+class _Walker:
 
     def __init__(self, sources):
         self.src = sources

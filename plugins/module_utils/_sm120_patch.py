@@ -18,6 +18,7 @@ memory first; nothing is written unless every requested site is in a known state
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 import re
@@ -105,27 +106,45 @@ def _newer_than_known(version):
     return key is None or key[:3] > version_key(NEWEST_KNOWN)[:3]
 
 
+@dataclasses.dataclass(frozen=True)
+class Advice:
+    """A warning for a run that enabled SM120 paths: ``kind`` names it for code and tests, ``text`` is for a person."""
+
+    kind: str
+    text: str
+
+
+FUSION_REGRESSION = 'fusion_regression'
+FLASHINFER_TOO_OLD = 'flashinfer_too_old'
+FLASHINFER_MISSING = 'flashinfer_missing'
+MOE_RULE_PREEMPTED = 'moe_rule_preempted'
+
+
 def advice(result):
     """Warnings for a run that enabled SM120 paths: the measured regression, FlashInfer's SM120 support, upstream's MoE rule."""
     out = []
-    applied = set(s['name'] for s in result.get('sites', []) if s['status'] == APPLIED)
-    if applied & set((SITE_GATE, SITE_AUTO, SITE_RESOLVER)):
-        out.append('SM120 FlashInfer allreduce fusion is enabled in SGLang %s: upstream measured a large throughput regression '
-                   'with fusion on PCIe SM120 (TP4 about 1867 -> 236 tokens/s, sgl-project/sglang PR 32330). Benchmark it; '
-                   'revert with state=absent.' % result.get('sglang_version'))
+    applied = {s['name'] for s in result.get('sites', []) if s['status'] == APPLIED}
+    if applied & {SITE_GATE, SITE_AUTO, SITE_RESOLVER}:
+        out.append(Advice(FUSION_REGRESSION,
+                          'SM120 FlashInfer allreduce fusion is enabled in SGLang %s: upstream measured a large throughput regression '
+                          'with fusion on PCIe SM120 (TP4 about 1867 -> 236 tokens/s, sgl-project/sglang PR 32330). Benchmark it; '
+                          'revert with state=absent.' % result.get('sglang_version')))
         fi = result.get('_flashinfer_version')
         fk = version_key(fi) if fi else None
         if fk is not None and fk[:3] < (0, 6, 17):
-            out.append('flashinfer-python %s is installed beside SGLang; FlashInfer before 0.6.17 cannot build the allreduce-fusion '
-                       'kernels for SM120 ("No supported CUDA architectures found for major versions [9, 10]."). Install '
-                       'flashinfer-python>=0.6.17 or revert with state=absent.' % fi)
+            out.append(Advice(FLASHINFER_TOO_OLD,
+                              'flashinfer-python %s is installed beside SGLang; FlashInfer before 0.6.17 cannot build the allreduce-fusion '
+                              'kernels for SM120 ("No supported CUDA architectures found for major versions [9, 10]."). Install '
+                              'flashinfer-python>=0.6.17 or revert with state=absent.' % fi))
         elif fi is None:
-            out.append('flashinfer-python was not found beside SGLang; FlashInfer before 0.6.17 cannot build the allreduce-fusion '
-                       'kernels for SM120.')
+            out.append(Advice(FLASHINFER_MISSING,
+                              'flashinfer-python was not found beside SGLang; FlashInfer before 0.6.17 cannot build the allreduce-fusion '
+                              'kernels for SM120.'))
     key = version_key(result.get('sglang_version'))
     if SITE_GLM5 in applied and key is not None and key[:3] >= (0, 5, 13):
-        out.append('glm5_moe_runner_backend pre-empts the rule of SGLang 0.5.13+ that routes SM120 NVFP4 MoE to '
-                   'flashinfer_cutlass on purpose (trtllm-gen MoE kernels are SM100-only, PR 18758).')
+        out.append(Advice(MOE_RULE_PREEMPTED,
+                          'glm5_moe_runner_backend pre-empts the rule of SGLang 0.5.13+ that routes SM120 NVFP4 MoE to '
+                          'flashinfer_cutlass on purpose (trtllm-gen MoE kernels are SM100-only, PR 18758).'))
     return out
 
 

@@ -92,7 +92,7 @@ attributes:
     details: The state of every site is read from the file content; a second run reports RV(changed=false).
 notes:
   - Restart the SGLang server after a change (RV(changed)); a running server keeps the old code. The role
-    C(llmops.sglang.sglang_sm120_patch) sets C(sglang_sm120_patch_changed) for the service role to do that.
+    C(llmops.sglang.sglang_sm120_patch) registers C(sglang_sm120_patch_result) for the service role to do that.
   - "Release support (see the collection's C(docs/sm120-patch-matrix.md)): before 0.5.4 SGLang has no
     C(is_sm120_supported) helper, so nothing can be enabled (V(unsupported)); 0.5.7's auto-enable already includes SM120
     through C(is_blackwell_supported) (V(upstream_supports_sm120)); GLM-5 exists from 0.5.9; the resolver from 0.5.14.
@@ -212,6 +212,17 @@ backup_files:
   type: list
   elements: str
   sample: [/opt/sglang/venv/lib/python3.12/site-packages/sglang/srt/server_args.py.12345.2026-11-30@08:00:01~]
+advice:
+  description:
+    - Kinds of the warnings given with this result, in their order, for code to act on (the warnings carry the text).
+    - V(fusion_regression) (allreduce fusion enabled; upstream measured a throughput regression on PCIe SM120),
+      V(flashinfer_too_old) (flashinfer-python before 0.6.17 beside SGLang), V(flashinfer_missing) (none found),
+      V(moe_rule_preempted) (the GLM-5 site pre-empts SGLang 0.5.13+'s own SM120 MoE rule).
+  returned: success
+  type: list
+  elements: str
+  sample: [fusion_regression, flashinfer_missing]
+  version_added: 0.2.0
 file:
   description: File of the site that could not be recognised or written.
   returned: failure
@@ -267,8 +278,10 @@ def main():
         context.setdefault('sites', [])
         context.setdefault('changed', False)
         module.fail_json(msg=err.msg, **context)
-    for warning in sm.advice(result):
-        module.warn(warning)
+    found = sm.advice(result)
+    for item in found:
+        module.warn(item.text)
+    result['advice'] = [item.kind for item in found]
     result.pop('_flashinfer_version', None)
     module.exit_json(**result)
 
