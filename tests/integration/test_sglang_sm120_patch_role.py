@@ -100,7 +100,7 @@ def _playbook(tmp_path):
   post_tasks:
     - name: Save what the role recorded
       ansible.builtin.copy:
-        content: "{{ {'changed': sglang_sm120_patch_changed, 'result': sglang_sm120_patch_result} | to_json }}"
+        content: "{{ {'changed': sglang_sm120_patch_result is changed, 'result': sglang_sm120_patch_result} | to_json }}"
         dest: "{{ result_file }}"
         mode: "0600"
       check_mode: false
