@@ -225,22 +225,29 @@ def test_replaced_file_is_read_from_zero(tmp_path):
 
 
 def test_pid_exit_without_log_evidence_is_process_exited_within_half_a_second(tmp_path):
+    """A real process that exits with 3 when the fake time reaches 0.8 s (injected clock and sleeper)."""
     log = tmp_path / "server.log"
-    child = subprocess.Popen([sys.executable, "-c", "import time,sys; f=open(sys.argv[1],'a'); "
-                              "f.write('[2026-06-11 05:10:02 TP0] Init torch distributed begin.\\n'); f.flush(); "
-                              "time.sleep(0.8); sys.exit(3)", str(log)])
+    log.write_text("[2026-06-11 05:10:02 TP0] Init torch distributed begin.\n")
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(3)"], stdin=subprocess.PIPE)
+
+    def exit_child():
+        child.stdin.write(b"exit\n")
+        child.stdin.close()
+        child.wait()
+
+    ft = FakeTime()
+    ft.at(0.8, exit_child)
+    params = WaitParams(log_path=str(log), log_offset=0, pid=child.pid, timeout=20, sleep=0.1, host="node1")
     try:
-        res, _state = run_until_done(WaitParams(log_path=str(log), log_offset=0, pid=child.pid, timeout=20, sleep=0.1,
-                                                host="node1"))
-        t_detect = time.monotonic()
+        res = WaitRound(params, clock=ft.clock, sleeper=ft.sleep).run(None)
     finally:
+        child.kill()
         child.wait()
     assert res["status"] == "crashed" and res["signature"] == "process_exited"
     assert res["stage"] == "init_distributed"
     assert res["exited"]["by"] == "pid" and str(child.pid) in res["exited"]["reason"]
-    assert 0.7 <= res["elapsed"] <= 0.8 + 0.5
+    assert 0.8 <= res["elapsed"] <= 0.8 + params.sleep + decide_rules.EXIT_DRAIN + 2 * wait.INNER_POLL
     assert "process %d" % child.pid in res["msg"]
-    del t_detect
 
 
 def test_pid_only_watch_with_url_and_no_log(tmp_path):
