@@ -15,30 +15,8 @@ import sys
 import tempfile
 import time
 
-# Holds PATHS open (or mapped with "map:" prefix), optionally detaches (double fork: re-parented to PID 1 or the
-# nearest subreaper), optionally ignores SIGTERM, then writes its pid to READY and sleeps.
-HOLDER = r'''
-import mmap, os, signal, sys, time
-ready, detach, ignore_term = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1"
-if detach:
-    if os.fork():
-        os._exit(0)
-    os.setsid()
-if ignore_term:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-held = []
-for arg in sys.argv[4:]:
-    if arg.startswith("map:"):
-        handle = open(arg[4:], "r+b")
-        held.append(mmap.mmap(handle.fileno(), 0))
-        handle.close()
-    else:
-        held.append(open(arg, "rb"))
-with open(ready + ".tmp", "w") as out:
-    out.write(str(os.getpid()))
-os.rename(ready + ".tmp", ready)
-time.sleep(300)
-'''
+# The holder process (a standalone script: the molecule scenario `preflight` runs the same file on its test hosts).
+HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'preflight_holder.py')
 
 NOBODY = 65534
 
@@ -57,7 +35,7 @@ class Spawner:
         """Start a holder of PATHS with argv[0]=TITLE; returns its pid (the detached grandchild's when DETACH)."""
         self.count += 1
         ready = os.path.join(self.workdir, 'ready-%d' % self.count)
-        argv = [title, '-c', HOLDER, ready, '1' if detach else '0', '1' if ignore_term else '0'] + [str(p) for p in paths]
+        argv = [title, HOLDER, ready, '1' if detach else '0', '1' if ignore_term else '0'] + [str(p) for p in paths]
         preexec = (lambda: (os.setgid(uid), os.setuid(uid))) if uid is not None else None
         # Another user cannot run this venv's interpreter (under root's home); the system one it can.
         executable = sys.executable if uid is None else '/usr/bin/python3'
