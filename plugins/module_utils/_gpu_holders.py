@@ -58,7 +58,7 @@ class Holder:
         return cls(**dict((key, value) for key, value in data.items() if key in cls.__dataclass_fields__))
 
     def describe(self):
-        where = ' (unit %s)' % self.unit if self.unit else ''
+        where = ', unit %s' % self.unit if self.unit else ''
         memory = ', %d MiB' % self.memory_mib if self.memory_mib is not None else ''
         return 'pid %d %s (user %s%s%s)' % (self.pid, self.title, self.user, where, memory)
 

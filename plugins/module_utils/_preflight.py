@@ -156,18 +156,6 @@ def decide_disk(model, cache, is_offline, cached, spaces, min_free_gb):
     return check
 
 
-def decide_ranks(diffs, descriptions):
-    check = Check('ranks', details={'differences': diffs})
-    if diffs:
-        check.status = FAILED
-        check.problems += ['%s; ranks that differ hang at their first collective. Deploy the same versions to every rank.'
-                           % text for text in descriptions]
-        check.summary = '%d difference%s' % (len(diffs), '' if len(diffs) == 1 else 's')
-    else:
-        check.summary = 'all ranks alike'
-    return check
-
-
 def summary_line(checks):
     """'gpus ok (2 GPUs, no other holder), ports ok (30000 free), ...' in CHECKS order."""
     return ', '.join('%s %s (%s)' % (check.name, check.status, check.summary) for check in checks)

@@ -168,6 +168,16 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
+msg:
+  description:
+    - What failed, why the start would fail and what to do, one problem after the other; or that the pre-flight passed.
+  returned: always
+  type: str
+  sample: >-
+    pre-flight for sglang.service failed (gpus), nothing was started: gpus: GPU 0 is held by pid 13118 python3 (user
+    alice, unit session-4.scope, 76800 MiB): runs as alice, not as the service user. SGLang would run out of memory on
+    it. Stop that process or give the server other GPUs (CUDA_VISIBLE_DEVICES); the pre-flight never stops a process
+    that is not this server's own.
 ok:
   description: Whether no check failed.
   returned: always
@@ -286,14 +296,15 @@ def main():
                    for pid in stop_pids]
         removed = [leak['path'] for leak in leaks]
     failed = [check.name for check in checks if check.status == pf.FAILED]
-    result = dict(changed=acting, ok=not failed, summary=pf.summary_line(checks), failed_checks=failed,
+    message = pf.failure_message(checks, params['unit']) if failed else 'pre-flight for %s ok' % params['unit']
+    result = dict(changed=acting, ok=not failed, msg=message, summary=pf.summary_line(checks), failed_checks=failed,
                   checks=dict((check.name, check.to_json()) for check in checks), stopped=stopped, removed=removed,
                   rank=rank, unit_active=unit['active'], commands=host.commands)
     if module._diff and acting:
         result['diff'] = dict(before=''.join('process %s\n' % entry['pid'] for entry in stopped) + ''.join('file %s\n' % leak['path'] for leak in leaks),
                               after='', before_header='orphans and leaked shared memory of %s' % params['unit'], after_header='after cleanup')
     if failed and params['fail_on_problems']:
-        module.fail_json(msg=pf.failure_message(checks, params['unit']), **result)
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

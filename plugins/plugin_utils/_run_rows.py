@@ -157,6 +157,17 @@ def fill_check_driver(row: HostRow, driver: Dict[str, Any]) -> None:
         row.reason = one_line('driver: %s' % driver.get('msg'))
 
 
+def fill_check_preflight(row: HostRow, preflight: Dict[str, Any]) -> None:
+    """llmops.sglang.sglang_preflight, read-only: "ok", or the checks that failed; a failed one fails the check."""
+    if not _is_dict(preflight) or 'ok' not in preflight:
+        return
+    failed = preflight.get('failed_checks') or []
+    row.extra['preflight'] = 'failed: %s' % ', '.join(failed) if failed else 'ok'
+    if failed:
+        row.status = 'failed' if row.ok else row.status
+        row.reason = one_line(preflight.get('msg'))
+
+
 def fill_check_patch(row: HostRow, patch: Dict[str, Any]) -> None:
     """The SM120 patch sites counted by status, "3 patched, 1 unsupported" (the sites are in check_patch.sites)."""
     if not _is_dict(patch):
@@ -170,6 +181,7 @@ def fill_check_patch(row: HostRow, patch: Dict[str, Any]) -> None:
 CHECK_PARTS: Tuple[Part, ...] = (
     Part('check_ready', fill_check_ready),
     Part('check_driver', fill_check_driver, (Column('driver', 'DRIVER'),)),
+    Part('sglang_service_preflight_result', fill_check_preflight, (Column('preflight', 'PRE-FLIGHT'),)),
     Part('check_patch', fill_check_patch, (Column('sm120', 'SM120 PATCH'),)),
     Part('check_smoke', fill_smoke, SMOKE_COLUMNS),
     Part('check_starts', fill_startup, STARTUP_COLUMNS),

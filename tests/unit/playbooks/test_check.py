@@ -52,6 +52,18 @@ def test_check_row_driver_drift_fails_a_serving_host():
     assert row['reason'] == 'driver: kernel module 590.48.01, user space 580.95.05'
 
 
+def test_check_row_failed_preflight_fails_a_serving_host():
+    msg = ('pre-flight for sglang.service failed (gpus), nothing was started: gpus: GPU 0 is held by pid 13118 python3 '
+           '(user alice, 76800 MiB): runs as alice, not as the service user.')
+    row = check_row(check_ready={'status': 'ready', 'stage': 'ready', 'http': _http(200)},
+                    sglang_service_preflight_result={'ok': False, 'failed_checks': ['gpus'], 'msg': msg})
+    assert (row['status'], row['ok'], row['preflight']) == ('failed', False, 'failed: gpus')
+    assert row['reason'] == msg
+    row = check_row(check_ready={'status': 'ready', 'stage': 'ready', 'http': _http(200)},
+                    sglang_service_preflight_result={'ok': True, 'failed_checks': [], 'msg': 'pre-flight for sglang.service ok'})
+    assert (row['status'], row['preflight']) == ('ready', 'ok')
+
+
 def test_check_row_counts_patch_sites():
     row = check_row(check_ready={'status': 'ready', 'stage': 'ready'},
                     check_patch={'sites': [{'name': 'a', 'status': 'patched'}, {'name': 'b', 'status': 'patched'},
