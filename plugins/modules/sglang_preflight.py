@@ -95,9 +95,12 @@ options:
     type: float
     default: 10
   min_free_gb:
-    description: Free space (GB) wanted on the file systems of the model, the hub cache and the working directory.
+    description:
+      - Free space (GB) wanted on the file systems of the model, the hub cache and the working directory. The default
+        catches a full disk (JIT caches, logs and shared files cannot be written); raise it to the model's size when
+        the server downloads the model at its start.
     type: float
-    default: 10
+    default: 2
   checks:
     description: The checks to run.
     type: list
@@ -272,7 +275,7 @@ def main():
             shm_dir=dict(type='path', default='/dev/shm'),
             cleanup=dict(type='bool', default=False),
             stop_timeout=dict(type='float', default=10.0),
-            min_free_gb=dict(type='float', default=10.0),
+            min_free_gb=dict(type='float', default=2.0),
             checks=dict(type='list', elements='str', choices=list(pf.CHECKS), default=list(pf.CHECKS)),
             unit_stopped=dict(type='bool', default=False),
             fail_on_problems=dict(type='bool', default=True),
