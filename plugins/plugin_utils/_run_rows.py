@@ -164,8 +164,9 @@ def fill_check_preflight(row: HostRow, preflight: Dict[str, Any]) -> None:
     failed = preflight.get('failed_checks') or []
     row.extra['preflight'] = 'failed: %s' % ', '.join(failed) if failed else 'ok'
     if failed:
+        problems = ((preflight.get('checks') or {}).get(failed[0]) or {}).get('problems') or [preflight.get('msg')]
         row.status = 'failed' if row.ok else row.status
-        row.reason = one_line(preflight.get('msg'))
+        row.reason = first_sentence('%s: %s' % (failed[0], problems[0]))
 
 
 def fill_check_patch(row: HostRow, patch: Dict[str, Any]) -> None:

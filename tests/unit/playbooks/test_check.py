@@ -53,12 +53,13 @@ def test_check_row_driver_drift_fails_a_serving_host():
 
 
 def test_check_row_failed_preflight_fails_a_serving_host():
-    msg = ('pre-flight for sglang.service failed (gpus), nothing was started: gpus: GPU 0 is held by pid 13118 python3 '
-           '(user alice, 76800 MiB): runs as alice, not as the service user.')
+    problem = ('GPU 0 is held by pid 13118 python3 (user alice): runs as alice, not as the service user. SGLang would run '
+               'out of memory on it.')
     row = check_row(check_ready={'status': 'ready', 'stage': 'ready', 'http': _http(200)},
-                    sglang_service_preflight_result={'ok': False, 'failed_checks': ['gpus'], 'msg': msg})
+                    sglang_service_preflight_result={'ok': False, 'failed_checks': ['gpus'], 'msg': 'pre-flight ... failed',
+                                                     'checks': {'gpus': {'status': 'failed', 'problems': [problem]}}})
     assert (row['status'], row['ok'], row['preflight']) == ('failed', False, 'failed: gpus')
-    assert row['reason'] == msg
+    assert row['reason'] == 'gpus: GPU 0 is held by pid 13118 python3 (user alice): runs as alice, not as the service user'
     row = check_row(check_ready={'status': 'ready', 'stage': 'ready', 'http': _http(200)},
                     sglang_service_preflight_result={'ok': True, 'failed_checks': [], 'msg': 'pre-flight for sglang.service ok'})
     assert (row['status'], row['preflight']) == ('ready', 'ok')
