@@ -227,7 +227,7 @@ sanity_other_pythons() {
 
 # shellcheck disable=SC2317  # runs through run_step
 molecule_all() {
-    timeout -k 30 1200 molecule test --all
+    timeout -k 30 2700 molecule test --all
 }
 
 # shellcheck disable=SC2317  # runs through run_step
@@ -263,7 +263,7 @@ printf '%-28s %-14s %8s\n' "total so far" "" "$(elapsed "$T_START")"
 say "pytest ${PYTEST_DIRS[*]} (PYTHONPATH=$COLL_ROOT)"
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086
-(cd "$COLL" && PYTHONPATH=$COLL_ROOT timeout -k 30 1200 python -m pytest -p no:cacheprovider -q -rfE \
+(cd "$COLL" && PYTHONPATH=$COLL_ROOT timeout -k 30 2400 python -m pytest -p no:cacheprovider -q -rfE \
     --continue-on-collection-errors --durations=10 -n "${LLMOPS_PYTEST_WORKERS:-4}" ${LLMOPS_PYTEST_ARGS:-} "${PYTEST_DIRS[@]}")
 rc=$?
 ((rc != 0)) && FAILED=1
