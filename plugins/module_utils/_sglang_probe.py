@@ -11,6 +11,7 @@ HTTP status codes) so that it can be tested without systemd or a GPU.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
@@ -18,6 +19,7 @@ import ssl
 import time
 
 from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
 from urllib.request import HTTPSHandler, ProxyHandler, Request, build_opener
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _systemd
@@ -157,9 +159,17 @@ def _opener(https, validate_certs, use_proxy=True):
     return _OPENERS[key]
 
 
-def _is_loopback(url):
-    host = url.split("://", 1)[-1].split("/", 1)[0].rsplit(":", 1)[0].strip("[]")
-    return host in ("127.0.0.1", "localhost", "::1", "0.0.0.0")
+def is_loopback(url):
+    """True when ``url`` names this host (a loopback address, ``localhost`` or the unspecified address a server
+    binds to): such requests must not go through a proxy from the environment."""
+    host = urlsplit(url if "://" in url else "http://" + url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
 
 
 def http_get(url, path, api_key=None, validate_certs=True, timeout=3.0, max_body=1024 * 1024):
@@ -173,7 +183,7 @@ def http_get(url, path, api_key=None, validate_certs=True, timeout=3.0, max_body
     t0 = time.monotonic()
     res = {"url": full, "status": None, "error": None, "refused": False, "elapsed_ms": 0.0, "body": None}
     try:
-        opener = _opener(full.lower().startswith("https:"), validate_certs, use_proxy=not _is_loopback(url))
+        opener = _opener(full.lower().startswith("https:"), validate_certs, use_proxy=not is_loopback(url))
         resp = opener.open(Request(full, headers=headers), timeout=timeout)
         try:
             res["status"] = resp.getcode()

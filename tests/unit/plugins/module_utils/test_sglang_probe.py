@@ -367,3 +367,13 @@ def test_journal_stream_over_a_real_pipe_counts_only_complete_entries():
         if wfd is not None:
             os.close(wfd)
         stream.close()
+
+
+@pytest.mark.parametrize("url, loopback", [
+    ("http://127.0.0.1:30000", True), ("http://127.8.9.1:30000", True), ("http://localhost:30000", True),
+    ("http://[::1]:30000", True), ("http://0.0.0.0:30000", True), ("https://[::]:443", True),
+    ("http://10.213.0.11:30000", False), ("http://gpu-node-1:30000", False), ("127.0.0.1:30000", True),
+    ("http://[fe80::1]:30000", False),
+])
+def test_loopback_urls_bypass_proxies(url, loopback):
+    assert probe.is_loopback(url) is loopback
