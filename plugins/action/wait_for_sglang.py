@@ -108,6 +108,9 @@ def progress_line(host, res, probe_only=False):
         text = 'ready'  # a server found serving has no stage of its own to show (it stays at "start")
     elif status == 'crashed':
         text = 'crashed at %s: %s' % (stage, res.get('signature'))
+        if res.get('ready_elapsed') is not None:
+            text = 'crashed %.1fs after ready: %s' % (float(res.get('elapsed') or 0.0) - res['ready_elapsed'],
+                                                       res.get('signature'))
     elif status in ('stalled', 'timeout', 'error'):
         text = '%s at %s' % (status, stage)
     if probe_only:
@@ -119,9 +122,10 @@ class Progress:
     """Prints one line per host for each stage reached and each quarter of a progress bar, from the module's typed
     progress events; new log lines at -v, raw probe results at -vvv."""
 
-    def __init__(self, host, probe_only=False):
+    def __init__(self, host, probe_only=False, stable_for=0):
         self.host = host
         self.probe_only = probe_only  # check mode: one probe, no wait, no time worth printing
+        self.stable_for = stable_for
         self.shown = None  # (stage, percent) of the last line printed
 
     def _print(self, key, line):
@@ -132,7 +136,10 @@ class Progress:
     def round(self, res):
         for raw in res.get('_events') or []:
             event = ProgressEvent.from_json(raw)
-            if event.kind == 'stage' and event.stage != 'ready':  # ready is said by the verdict line
+            if event.kind == 'stage' and event.stage == 'stability':
+                self._print(('stability', None), '%s: ready (%.1fs), watching it for stable_for=%ss'
+                            % (self.host, event.elapsed, self.stable_for))
+            elif event.kind == 'stage' and event.stage != 'ready':  # ready is said by the verdict line
                 self._print((event.stage, None), '%s: %s (%.1fs)' % (self.host, event.stage, event.elapsed))
             elif event.kind == 'progress':
                 self._print((event.stage, event.percent),
@@ -190,10 +197,11 @@ class ActionModule(ActionBase):
             deployment = '%s-%s' % (deployment, getattr(self._task, '_uuid', ''))
         if deployment and not check_mode:
             round_seconds = min(round_seconds, ROUND_SECONDS_PEERS)
-        deadline = time.monotonic() + float(new_args.get('timeout') or 1800) + CONTROLLER_GRACE
+        deadline = (time.monotonic() + float(new_args.get('timeout') or 1800) + float(new_args.get('stable_for') or 0)
+                    + CONTROLLER_GRACE)
 
         state = {}
-        progress = Progress(host, probe_only=check_mode)
+        progress = Progress(host, probe_only=check_mode, stable_for=new_args.get('stable_for') or 0)
         res = {}
         rounds = 0
         try:

@@ -178,6 +178,7 @@ class ClassifierState:
     exit_code: Optional[int] = None
     exited: bool = False
     post_ready_crash: bool = False
+    post_ready_line: Optional[str] = None     # the first crash line after the ready line (capped)
     flushed: bool = False
 
     _NESTED = {"candidate": TracebackReader, "crash_tb": TracebackReader, "exit_pending": ExitEvidence}
@@ -528,6 +529,7 @@ class _StartupEvidence(_CrashWindow):
         if s.status == "ready":
             if not s.post_ready_crash and POST_READY_RE.search(clean) and not _ARGS_RE.search(clean):
                 s.post_ready_crash = True
+                s.post_ready_line = clip(raw)
             return
         if _ARGS_RE.search(clean):
             # The args dump holds user values and field names such as custom_sigquit_handler,
@@ -711,6 +713,11 @@ class LogClassifier(_StartupEvidence, _LineReader):
         return self._effective_stage()
 
     @property
+    def post_ready_crash(self):
+        """A crash line (an exception, a child's sigquit) came after the ready line."""
+        return self._s.post_ready_crash
+
+    @property
     def settled(self):
         """True when no line still to come is expected to refine the verdict: no traceback is open, or the
         crash's traceback closed with its exception line (or its refinement window ended)."""
@@ -791,6 +798,7 @@ class LogClassifier(_StartupEvidence, _LineReader):
             "last_line": s.last_line,
             "exit_code": s.exit_code,
             "post_ready_crash": s.post_ready_crash,
+            "post_ready_line": s.post_ready_line,
         }
 
     # ------------------------------------------------------------------ decisions at rest

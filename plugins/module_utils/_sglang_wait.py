@@ -56,6 +56,7 @@ class WaitParams:
     validate_certs: bool = True
     timeout: float = 1800
     stall_timeout: float = 900
+    stable_for: float = 0
     sleep: float = 0.25
     crash_patterns: List[str] = field(default_factory=list)
     ignore_patterns: List[str] = field(default_factory=list)
@@ -67,6 +68,7 @@ class WaitParams:
         self.url = self.url.rstrip("/") if self.url else None
         self.timeout = float(self.timeout)
         self.stall_timeout = float(self.stall_timeout or 0)
+        self.stable_for = float(self.stable_for or 0)
         self.sleep = max(0.01, float(self.sleep))
         self.crash_patterns = list(self.crash_patterns or [])
         self.ignore_patterns = list(self.ignore_patterns or [])
@@ -191,21 +193,26 @@ class WaitRound:
             crash_for=None if st.crash_at is None else now - st.crash_at,
             health=health, health_ok_for=None if st.http.ok_since is None else now - st.http.ok_since,
             model_ok=not name or name in (st.http.models or []), scheduler_up=st.log.scheduler_up,
-            quiet_asked=st.log_quiet_asked is not None and st.log_quiet_asked == st.quiet_since)
+            quiet_asked=st.log_quiet_asked is not None and st.log_quiet_asked == st.quiet_since,
+            ready_for=None if st.ready_at is None else now - st.ready_at,
+            post_ready_crash=bool(c.post_ready_crash))
 
     def _decide(self, now):
         for _step in range(3):  # an act changes what is observed: decide again, at most twice
             verdict = decide(self.observe(now), self.state, self.p)
             if verdict.act is None:
                 break
-            self._act(verdict.act, now)
+            self._act(verdict, now)
         if verdict.status == "ready":
             self.state.ready_by = verdict.reason
         return verdict
 
-    def _act(self, act, now):
-        st, c = self.state, self.classifier
-        if act == "conclude_exit":
+    def _act(self, verdict, now):
+        st, c, act = self.state, self.classifier, verdict.act
+        if act == "begin_stability":
+            st.ready_at, st.ready_by = now, verdict.reason
+            self.events.add("stage", now - st.start, stage="stability")
+        elif act == "conclude_exit":
             self._read(now, now + READ_SLICE, force=True)
             if c.status == "starting":
                 c.flush(now=now)

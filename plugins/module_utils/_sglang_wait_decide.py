@@ -5,8 +5,8 @@
 """The decide step of llmops.sglang.wait_for_sglang: ``decide(observation, state, params) -> Verdict``.
 
 A pure function over what the round observed: it never sleeps, reads or writes. A Verdict either ends the wait
-(``status``), asks the round for one more step of its own (``act``: tell the classifier that the process exited, or
-ask it whether a quiet log proves a crash), or says keep watching (both None).
+(``status``), asks the round for one more step of its own (``act``: tell the classifier that the process exited, ask
+it whether a quiet log proves a crash, or open the stability window after ready), or says keep watching (both None).
 
 The rules are two small tables of pure predicates (in the style of kubernetes.core's ``k8s/waiter.py``, which has
 success predicates only): TERMINAL_RULES in the order they are tried, and READY_RULES per readiness mode.
@@ -53,6 +53,8 @@ class Observation:
     model_ok: bool                  # served_model_name is listed (or not asked for)
     scheduler_up: bool              # ranks >= 1: a scheduler line showed it is up
     quiet_asked: bool               # the classifier was already asked about this quiet
+    ready_for: Optional[float] = None   # since ready was first decided (the stability window), None before
+    post_ready_crash: bool = False      # a crash line came after the ready line
 
 
 @dataclass(frozen=True)
@@ -145,10 +147,28 @@ def process_gone(obs, state, _params):
     return Verdict(act="conclude_exit")
 
 
+def unstable_after_ready(obs, state, params):
+    """Within ``stable_for`` after ready: an exit of the process or unit (a restart counts), or a crash line after the
+    ready line, fails the start; at the window's end it is ready. Before ready (or without a window): no verdict."""
+    if obs.ready_for is None:
+        return None
+    if obs.exited_for is not None:
+        if obs.log_watched and obs.exited_for < EXIT_DRAIN:
+            return KEEP_WATCHING  # the dying server's last lines
+        return Verdict("crashed", reason="exit_after_ready")
+    if obs.post_ready_crash and (obs.quiet_for >= SETTLE_QUIET or not obs.process_watched):
+        return Verdict("crashed", reason="log_after_ready")
+    if obs.ready_for >= params.stable_for:
+        return Verdict("ready", reason=state.ready_by)
+    return KEEP_WATCHING
+
+
 def ready(obs, _state, params):
     mode = ready_mode(params)
     for rule in READY_RULES[mode]:
         if rule(obs, params):
+            if params.stable_for > 0:
+                return Verdict(act="begin_stability", reason=rule.__name__)
             return Verdict("ready", reason=rule.__name__)
     return None
 
@@ -171,7 +191,7 @@ def timed_out(obs, _state, params):
     return Verdict("timeout", reason="timeout") if obs.elapsed >= params.timeout else None
 
 
-TERMINAL_RULES = (watcher_error, crash_from_log, process_gone, ready, quiet_log, stalled, timed_out)
+TERMINAL_RULES = (watcher_error, unstable_after_ready, crash_from_log, process_gone, ready, quiet_log, stalled, timed_out)
 
 
 def decide(obs, state, params):

@@ -41,6 +41,9 @@ CRASH_HINTS = {
     "traceback": "read the traceback in error_context; its last line names the root cause",
     "unit_failed": "the unit stopped without a log line that explains it: check 'systemctl status' and 'journalctl -u' "
                    "for the unit (ExecStart path, User=, EnvironmentFile=)",
+    "post_ready_crash": "the server died after its ready line (within stable_for): a scheduler or detokenizer crash "
+                        "under the first requests; read error_context and log_tail, and rerun once it is fixed (the "
+                        "deployment record was not written, so the next run restarts it)",
     "process_exited": "the process exited without a log line that explains it: check its stdout/stderr and the kernel log",
 }
 
@@ -115,6 +118,8 @@ class Report:
     def signature(self, status, res):
         if status != "crashed":
             return None
+        if res.get("post_ready_crash") and self.state.ready_at is not None:
+            return "post_ready_crash"
         sig = res.get("signature")
         exited = self.state.exited
         if exited is not None and exited.by == "unit" and sig in (None, "process_exited"):
@@ -144,7 +149,10 @@ class Report:
             "log_offset_end": log_offset_end,
             "progress": st.log.progress,
             "exited": st.exited.public() if st.exited is not None else None,
+            "ready_elapsed": None if st.ready_at is None else round(st.ready_at - st.start, 1),
         }
+        if crashed and st.ready_at is not None and not out["error_line"]:
+            out["error_line"] = res.get("post_ready_line")
         self.cause = res.get("root_cause") or root_cause(out["error_context"])
         out["msg"] = self.message(out, res.get("last_line"))
         return out
@@ -163,7 +171,10 @@ class Report:
         return "SGLang on %s is still starting after %.1fs at stage %s" % (self.p.host, out["elapsed"], out["stage"])
 
     def _ready(self, out):
-        msg = "SGLang on %s is ready after %.1fs" % (self.p.host, out["elapsed"])
+        msg = "SGLang on %s is ready after %.1fs" % (
+            self.p.host, out["elapsed"] if out["ready_elapsed"] is None else out["ready_elapsed"])
+        if out["ready_elapsed"] is not None:
+            msg += " and stayed up for stable_for=%ss" % int(self.p.stable_for)
         if self.p.node_rank >= 1:
             msg += " (node rank %d: weights and KV cache done, schedulers up, process alive)" % self.p.node_rank
         if self.state.ready_by == "health_only":
@@ -176,7 +187,11 @@ class Report:
     def _crashed(self, out):
         sig = out["signature"]
         exited = self.state.exited
-        msg = "SGLang on %s crashed after %.1fs at stage %s: %s" % (self.p.host, out["elapsed"], out["stage"], sig)
+        if out["ready_elapsed"] is not None:
+            msg = "SGLang on %s crashed %.1fs after ready (within stable_for=%ss) at stage %s: %s" % (
+                self.p.host, out["elapsed"] - out["ready_elapsed"], int(self.p.stable_for), out["stage"], sig)
+        else:
+            msg = "SGLang on %s crashed after %.1fs at stage %s: %s" % (self.p.host, out["elapsed"], out["stage"], sig)
         if out["error_line"]:
             msg += ': "%s" (%s)' % (short(out["error_line"]), self.where(out["error_lineno"]))
         elif exited is not None:

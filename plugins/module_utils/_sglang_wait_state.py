@@ -132,6 +132,7 @@ class WaitState(JsonRecord):
     log_quiet_asked: Optional[float] = None        # quiet_since of the quiet the classifier was last asked about
     log_only_crash: bool = False                   # crashed decided from the log alone (no process watched)
     ready_by: Optional[str] = None                 # the readiness rule that decided ready
+    ready_at: Optional[float] = None               # when ready was first decided: start of the stability window
 
     @classmethod
     def fresh(cls, now):

@@ -122,6 +122,16 @@ options:
         start counts as stalled (for example a hang at NCCL init). V(0) turns this off.
     type: int
     default: 900
+  stable_for:
+    description:
+      - Seconds to keep watching after the server is ready (the stability window). An exit of the process or unit (a
+        restart counts: a new C(InvocationID) or C(NRestarts)) or a crash line after the ready line within this window
+        fails the start with RV(status=crashed) at RV(stage=ready), and the message says how long after ready it died.
+      - Real logs show a scheduler dying 11 seconds after the ready line, after the server already answered; V(0) (the
+        default) reports ready at once.
+    type: int
+    default: 0
+    version_added: 0.2.0
   sleep:
     description:
       - Seconds between two probes of the unit, the process, the journal and HTTP. The log file itself is checked with
@@ -293,7 +303,8 @@ stages:
 signature:
   description: Crash class when RV(status) is V(crashed), else null. One of V(traceback), V(sigquit_child), V(cuda_oom),
     V(cuda_error), V(nccl_error), V(import_error), V(arg_error), V(driver_mismatch), V(unsupported_arch),
-    V(device_error), V(warmup_failed), V(silent_exit), V(unit_failed), V(process_exited).
+    V(device_error), V(warmup_failed), V(silent_exit), V(unit_failed), V(process_exited), V(post_ready_crash) (a crash
+    line after the ready line, within O(stable_for)).
   returned: always
   type: str
   sample: cuda_oom
@@ -374,6 +385,13 @@ exited:
   type: dict
   sample: {by: unit, reason: "unit sglang.service: unit failed (ActiveState=failed SubState=failed Result=exit-code)",
            exit_code: 1}
+ready_elapsed:
+  description: Seconds into the wait when the server was first ready (the stability window of O(stable_for) began),
+    or null when it never was or O(stable_for) is V(0).
+  returned: always
+  type: float
+  sample: 412.3
+  version_added: 0.2.0
 msg:
   description: What was decided, why, and what to try.
   returned: always
@@ -409,6 +427,7 @@ def argument_spec():
         deployment_size=dict(type='int'),
         timeout=dict(type='int', default=1800),
         stall_timeout=dict(type='int', default=900),
+        stable_for=dict(type='int', default=0),
         sleep=dict(type='float', default=0.25),
         crash_patterns=dict(type='list', elements='str', default=[]),
         ignore_patterns=dict(type='list', elements='str', default=[]),
@@ -438,7 +457,7 @@ def main():
             except re.error as exc:
                 module.fail_json(msg="%s entry %r is not a valid Python regular expression: %s; fix or quote the pattern"
                                  % (opt, pat, exc), invocation=invocation)
-    for opt in ('timeout', 'stall_timeout', 'log_offset', 'node_rank', 'pid'):
+    for opt in ('timeout', 'stall_timeout', 'stable_for', 'log_offset', 'node_rank', 'pid'):
         if p[opt] is not None and p[opt] < 0:
             module.fail_json(msg="%s must be 0 or more, got %s" % (opt, p[opt]), invocation=invocation)
     if p['sleep'] <= 0:

