@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 
 from ansible import constants as C
@@ -30,6 +31,60 @@ CONTROLLER_GRACE = 120.0
 # Multi-node deployments: short rounds so a failed peer rank ends this rank's wait within about 2 s.
 ROUND_SECONDS_PEERS = 2.0
 PEER_FAILURES = ('crashed', 'stalled', 'timeout')
+# A lost connection (SSH down, the host rebooting) is retried after 1, 2, 4, ... seconds, at most BACKOFF_CAP, each with
+# -20..+20 % jitter so many hosts that lost one link do not reconnect in lock step (as ansible.builtin.reboot does),
+# until unreachable_timeout seconds have passed since the connection was lost.
+BACKOFF_BASE = 1.0
+BACKOFF_CAP = 30.0
+BACKOFF_JITTER = 0.2
+
+
+def backoff_delay(attempt, rand=random.random):
+    """Seconds before retry number `attempt` (0 = the first): BACKOFF_BASE * 2**attempt up to BACKOFF_CAP, jittered."""
+    delay = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** min(attempt, 16))
+    return delay * (1.0 - BACKOFF_JITTER + 2 * BACKOFF_JITTER * rand())
+
+
+class Unreachable(Exception):
+    """The host stayed unreachable for unreachable_timeout seconds."""
+
+
+class Reconnector:
+    """Runs a module round; rides out a lost connection with backoff, one progress line per retry, bounded by
+    `limit` seconds since the connection was lost. The caller keeps the wait's state, so a retry continues the wait."""
+
+    def __init__(self, host, limit, clock=time.monotonic, sleeper=time.sleep, rand=random.random, say=None):
+        self.host, self.limit = host, float(limit)
+        self.clock, self.sleeper, self.rand = clock, sleeper, rand
+        self.say = say or display.display
+        self.lost_for = []  # seconds the connection was lost, one entry per gap ridden out
+
+    def call(self, run_round, reset):
+        lost_at, attempt = None, 0
+        while True:
+            try:
+                res = run_round()
+            except AnsibleConnectionFailure as exc:
+                now = self.clock()
+                lost_at = now if lost_at is None else lost_at
+                gone = now - lost_at
+                delay = min(backoff_delay(attempt, self.rand), max(0.0, self.limit - gone))
+                if gone >= self.limit:
+                    raise Unreachable('%s' % exc) from exc
+                self.say('%s: connection lost (%s), retrying in %ds; %ds of %ds'
+                         % (self.host, _first_line(exc), round(delay), gone, self.limit))
+                self.sleeper(delay)
+                reset()
+                attempt += 1
+                continue
+            if lost_at is not None:
+                self.lost_for.append(round(self.clock() - lost_at, 1))
+            return res
+
+
+def _first_line(exc):
+    text = ('%s' % exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:120]
 
 
 def _peer_dir(deployment):
@@ -94,6 +149,18 @@ def peer_failed_result(host, res, peer, deployment):
     return res
 
 
+def unreachable_result(host, last, exc, limit):
+    """The result when the host stayed unreachable past unreachable_timeout: the last round's view, status unreachable."""
+    res = dict(last or {})
+    res.update(
+        status='unreachable', ready=False,
+        msg='SGLang on %s: the host is unreachable: no connection for %ds (unreachable_timeout) while waiting at stage %s '
+            '(%s); the server was not touched: rerun when the host is back and the wait follows the same start '
+            '(nothing is restarted while it is still starting or ready)' % (host, limit, last.get('stage') or 'start',
+                                                                             _first_line(exc)))
+    return res
+
+
 def public_argument_spec():
     return dict((k, v) for k, v in argument_spec().items() if not k.startswith('_'))
 
@@ -111,7 +178,7 @@ def progress_line(host, res, probe_only=False):
         if res.get('ready_elapsed') is not None:
             text = 'crashed %.1fs after ready: %s' % (float(res.get('elapsed') or 0.0) - res['ready_elapsed'],
                                                        res.get('signature'))
-    elif status in ('stalled', 'timeout', 'error'):
+    elif status in ('stalled', 'timeout', 'error', 'unreachable', 'rebooted'):
         text = '%s at %s' % (status, stage)
     if probe_only:
         return '%s: %s (one probe, check mode)' % (host, text)
@@ -162,18 +229,11 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
     _supports_async = False
 
-    def _round(self, module_args, task_vars):
-        """Run one module round; reset the connection and retry once on a connection failure."""
+    def _reset(self, host):
         try:
-            return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
-        except AnsibleConnectionFailure as exc:
-            display.warning('%s: connection failed during wait_for_sglang (%s); resetting the connection and retrying once'
-                            % (task_vars.get('inventory_hostname'), exc))
-            try:
-                self._connection.reset()
-            except Exception as reset_exc:  # pylint: disable=broad-except
-                display.vvv('connection reset failed: %s' % reset_exc, host=task_vars.get('inventory_hostname'))
-            return self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars)
+            self._connection.reset()
+        except Exception as reset_exc:  # pylint: disable=broad-except
+            display.vvv('connection reset failed: %s' % reset_exc, host=host)
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -202,12 +262,20 @@ class ActionModule(ActionBase):
 
         state = {}
         progress = Progress(host, probe_only=check_mode, stable_for=new_args.get('stable_for') or 0)
+        reconnect = Reconnector(host, new_args.get('unreachable_timeout') or 0)
         res = {}
         rounds = 0
         try:
             while True:
                 module_args = dict(new_args, _state=state, _round_seconds=round_seconds, _host=host)
-                res = self._round(module_args, task_vars)
+                try:
+                    res = reconnect.call(
+                        lambda: self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars),
+                        lambda: self._reset(host))
+                except Unreachable as exc:
+                    res = unreachable_result(host, res, exc, reconnect.limit)
+                    display.display(progress_line(host, res))
+                    break
                 rounds += 1
                 if res.get('failed') or '_state' not in res:
                     # argument or environment problem reported by the module itself (no wait happened)
@@ -238,11 +306,15 @@ class ActionModule(ActionBase):
                                                                                    res.get('stage')))
                     break
         finally:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
+            try:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+            except AnsibleConnectionFailure:
+                pass  # the host is unreachable: its temporary directory goes with the next connection's cleanup
 
         for key in PER_ROUND_KEYS:
             res.pop(key, None)
         result.update(res)
+        result['connection_lost'] = reconnect.lost_for
         result['changed'] = False
         result['failed'] = (res.get('status') != 'ready') and not check_mode
         return result

@@ -24,8 +24,9 @@ import time
 import uuid
 
 from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils import _procfs
 
-BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id'
+BOOT_ID_PATH = _procfs.BOOT_ID_PATH
 
 
 @dataclasses.dataclass
@@ -127,11 +128,7 @@ def _stamp(epoch):
 
 
 def current_boot_id(path=BOOT_ID_PATH):
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except OSError:
-        return ''
+    return _procfs.boot_id(path)
 
 
 def read_record(path):

@@ -59,6 +59,18 @@ class Proc:
         return cls(**dict((key, value) for key, value in data.items() if key in known))
 
 
+BOOT_ID_PATH = '/proc/sys/kernel/random/boot_id'
+
+
+def boot_id(path=None):
+    """This boot's id (a new one after every reboot); '' when it cannot be read."""
+    try:
+        with open(path or BOOT_ID_PATH, encoding='ascii') as handle:
+            return handle.read().strip()
+    except OSError:
+        return ''
+
+
 def unit_of_cgroup(cgroup):
     """The systemd unit a cgroup path belongs to (the innermost .service or .scope), or ''."""
     found = _UNIT_RE.findall(cgroup or '')

@@ -59,7 +59,7 @@ class Observation:
 
 @dataclass(frozen=True)
 class Verdict:
-    status: Optional[str] = None    # ready, crashed, stalled, timeout, error; None = not decided
+    status: Optional[str] = None    # ready, crashed, stalled, timeout, error, rebooted; None = not decided
     act: Optional[str] = None       # conclude_exit, ask_log_quiet: the round does this, then decides again
     reason: Optional[str] = None    # which rule decided
 
@@ -122,6 +122,11 @@ def ready_mode(params):
 
 
 # ------------------------------------------------------------------------------------------------ terminal rules
+def host_rebooted(_obs, state, _params):
+    """The host's boot id changed since the wait began: a reboot, not a crash of the server."""
+    return Verdict("rebooted", reason="boot_id") if state.rebooted else None
+
+
 def watcher_error(_obs, state, _params):
     return Verdict("error", reason="error") if state.error is not None else None
 
@@ -191,7 +196,7 @@ def timed_out(obs, _state, params):
     return Verdict("timeout", reason="timeout") if obs.elapsed >= params.timeout else None
 
 
-TERMINAL_RULES = (watcher_error, unstable_after_ready, crash_from_log, process_gone, ready, quiet_log, stalled, timed_out)
+TERMINAL_RULES = (host_rebooted, watcher_error, unstable_after_ready, crash_from_log, process_gone, ready, quiet_log, stalled, timed_out)
 
 
 def decide(obs, state, params):

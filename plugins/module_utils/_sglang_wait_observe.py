@@ -14,6 +14,7 @@ from __future__ import annotations
 import calendar
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils import _procfs
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import STAGES
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_state import Exited, ProgressEvent, WaitError
@@ -180,6 +181,8 @@ class ProbeWatch:
         self.events = events
 
     def probe_all(self, now, log_status, log_stage, log_watched):
+        if (self.p.unit or self.p.pid) and not self.probe_boot():
+            return  # a new boot: the unit and the process are not the ones this wait began with
         gone = self.state.exited is not None  # nothing more to learn from a process or unit that is gone
         if self.p.unit and not gone and self._unit_due(now):
             self.probe_unit(now)
@@ -191,6 +194,15 @@ class ProbeWatch:
 
     def _changed(self, now):
         self.state.last_change = now
+
+    def probe_boot(self):
+        """Note the boot id when the wait begins; False (and the old and new id) once the host rebooted since."""
+        st, now_id = self.state, _procfs.boot_id()
+        if st.boot_id is None:
+            st.boot_id = now_id
+        elif now_id and st.boot_id and now_id != st.boot_id and st.rebooted is None:
+            st.rebooted = [st.boot_id, now_id]
+        return st.rebooted is None
 
     def probe_unit(self, now):
         st, unit = self.state, self.state.unit

@@ -150,6 +150,7 @@ class Report:
             "progress": st.log.progress,
             "exited": st.exited.public() if st.exited is not None else None,
             "ready_elapsed": None if st.ready_at is None else round(st.ready_at - st.start, 1),
+            "boot_id": st.boot_id,
         }
         if crashed and st.ready_at is not None and not out["error_line"]:
             out["error_line"] = res.get("post_ready_line")
@@ -168,6 +169,11 @@ class Report:
             return self._not_ready(out, short(last_line or (self.tail or [None])[-1]))
         if status == "error":
             return self._error()
+        if status == "rebooted":
+            old, new = self.state.rebooted
+            return ("SGLang on %s: the host rebooted during the wait (boot id %s -> %s) at stage %s after %.1fs; this is "
+                    "not a crash of the server: rerun to wait for the start the unit made at boot (nothing is "
+                    "restarted while it is starting or ready)" % (self.p.host, old, new, out["stage"], out["elapsed"]))
         return "SGLang on %s is still starting after %.1fs at stage %s" % (self.p.host, out["elapsed"], out["stage"])
 
     def _ready(self, out):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 STATE_VERSION = 2
-TERMINAL = ("ready", "crashed", "stalled", "timeout", "error")
+TERMINAL = ("ready", "crashed", "stalled", "timeout", "error", "rebooted")
 
 
 class JsonRecord:
@@ -133,6 +133,8 @@ class WaitState(JsonRecord):
     log_only_crash: bool = False                   # crashed decided from the log alone (no process watched)
     ready_by: Optional[str] = None                 # the readiness rule that decided ready
     ready_at: Optional[float] = None               # when ready was first decided: start of the stability window
+    boot_id: Optional[str] = None                  # the host's boot id when the wait began
+    rebooted: Optional[List[str]] = None           # [old, new] boot id: the host rebooted during the wait
 
     @classmethod
     def fresh(cls, now):

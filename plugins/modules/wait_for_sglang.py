@@ -122,6 +122,17 @@ options:
         start counts as stalled (for example a hang at NCCL init). V(0) turns this off.
     type: int
     default: 900
+  unreachable_timeout:
+    description:
+      - Seconds the wait rides out a lost connection to the host (the SSH link down, the host rebooting). The action
+        plugin retries after 1, 2, 4, ... seconds (at most 30, each with 20 % jitter) and prints one line per retry
+        (C(node1: connection lost (...\), retrying in 4s; 12s of 120s)); the wait's state (log offset, unit baseline)
+        is kept, so a reconnect continues the same wait.
+      - Past this bound the task fails with RV(status=unreachable) naming the host; nothing on the host is touched,
+        and a rerun waits for the same start (the role restarts nothing that is starting or ready).
+    type: int
+    default: 120
+    version_added: 0.2.0
   stable_for:
     description:
       - Seconds to keep watching after the server is ready (the stability window). An exit of the process or unit (a
@@ -267,6 +278,9 @@ status:
     - V(ready), V(crashed), V(stalled) or V(timeout); V(error) when the watcher cannot decide because of a problem on its
       side (HTTP 401/403, O(served_model_name) not served, an unreadable O(log_path), or a O(unit) that C(systemctl)
       cannot show or that does not exist).
+    - V(rebooted) when the host's boot id changed since the wait began (a reboot, not a crash of the server; a rerun
+      waits for the start the unit made at boot); V(unreachable) when the host could not be reached for
+      O(unreachable_timeout) seconds (the server was not touched).
     - V(starting) only in check mode, when one probe round decided nothing yet.
   returned: always
   type: str
@@ -385,6 +399,20 @@ exited:
   type: dict
   sample: {by: unit, reason: "unit sglang.service: unit failed (ActiveState=failed SubState=failed Result=exit-code)",
            exit_code: 1}
+boot_id:
+  description: The host's boot id when the wait began (C(/proc/sys/kernel/random/boot_id)); with RV(status=rebooted)
+    the message names the new one.
+  returned: always
+  type: str
+  sample: 6c1b5b3e-3f2a-4d8e-9d51-0b4c1e2f3a4b
+  version_added: 0.2.0
+connection_lost:
+  description: Seconds each lost connection lasted that the wait rode out (see O(unreachable_timeout)); empty when none.
+  returned: always
+  type: list
+  elements: float
+  sample: [31.4]
+  version_added: 0.2.0
 ready_elapsed:
   description: Seconds into the wait when the server was first ready (the stability window of O(stable_for) began),
     or null when it never was or O(stable_for) is V(0).
@@ -428,6 +456,7 @@ def argument_spec():
         timeout=dict(type='int', default=1800),
         stall_timeout=dict(type='int', default=900),
         stable_for=dict(type='int', default=0),
+        unreachable_timeout=dict(type='int', default=120),
         sleep=dict(type='float', default=0.25),
         crash_patterns=dict(type='list', elements='str', default=[]),
         ignore_patterns=dict(type='list', elements='str', default=[]),
@@ -457,7 +486,7 @@ def main():
             except re.error as exc:
                 module.fail_json(msg="%s entry %r is not a valid Python regular expression: %s; fix or quote the pattern"
                                  % (opt, pat, exc), invocation=invocation)
-    for opt in ('timeout', 'stall_timeout', 'stable_for', 'log_offset', 'node_rank', 'pid'):
+    for opt in ('timeout', 'stall_timeout', 'stable_for', 'unreachable_timeout', 'log_offset', 'node_rank', 'pid'):
         if p[opt] is not None and p[opt] < 0:
             module.fail_json(msg="%s must be 0 or more, got %s" % (opt, p[opt]), invocation=invocation)
     if p['sleep'] <= 0:

@@ -170,20 +170,28 @@ def test_check_mode_is_one_round_and_never_fails(tmp_path, display):
     assert res["failed"] is False and res["status"] == "starting" and res["stage"] == "cuda_graph"
 
 
-def test_connection_failure_resets_and_retries_once(tmp_path, display):
+def test_connection_failures_are_ridden_out_with_backoff_and_the_wait_goes_on(tmp_path, display, monkeypatch):
+    monkeypatch.setattr(action_mod, "backoff_delay", lambda attempt, rand=None: 0.01)
     log = tmp_path / "server.log"
     log.write_bytes((CORPUS / "warmup-502-initialization-failed-killed" / "server.log").read_bytes())
     plugin, connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 30})
-    runner = RealModule(tmp_path, fail_first=1)
+    runner = RealModule(tmp_path, fail_first=3)
     plugin._execute_module = runner
     res = plugin.run(task_vars={"inventory_hostname": "node1"})
-    assert connection.reset.call_count == 1 and res["status"] == "crashed"
-    assert display.warning.call_count == 1 and "retrying once" in display.warning.call_args.args[0]
+    assert connection.reset.call_count == 3 and res["status"] == "crashed" and len(res["connection_lost"]) == 1
+    lost = [c.args[0] for c in display.display.call_args_list if "connection lost" in c.args[0]]
+    assert len(lost) == 3 and all(line.startswith("node1: connection lost (") and "s of 120s" in line for line in lost)
 
-    plugin, connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 30})
-    plugin._execute_module = RealModule(tmp_path, fail_first=2)
-    with pytest.raises(AnsibleConnectionFailure):
-        plugin.run(task_vars={"inventory_hostname": "node1"})
+
+def test_past_unreachable_timeout_the_wait_fails_naming_the_host(tmp_path, display, monkeypatch):
+    monkeypatch.setattr(action_mod, "backoff_delay", lambda attempt, rand=None: 0.05)
+    log = tmp_path / "server.log"
+    log.write_bytes((CORPUS / "warmup-502-initialization-failed-killed" / "server.log").read_bytes())
+    plugin, _connection = make_action({"log_path": str(log), "log_offset": 0, "timeout": 30, "unreachable_timeout": 1})
+    plugin._execute_module = RealModule(tmp_path, fail_first=10 ** 6)
+    res = plugin.run(task_vars={"inventory_hostname": "node1"})
+    assert (res["failed"], res["status"], res["ready"]) == (True, "unreachable", False)
+    assert res["msg"].startswith("SGLang on node1: the host is unreachable: no connection for 1s (unreachable_timeout)")
 
 
 def test_module_argument_error_is_returned_not_looped(tmp_path, display):
@@ -275,3 +283,54 @@ def test_a_ready_rank_fails_when_another_rank_of_the_deployment_failed_after_it(
     assert results["node1"]["status"] == "crashed" and results["node1"]["failed"] is True
     assert results["node1"]["peer_failure"]["host"] == "node2"
     assert any("node1: ready" in c.args[0] for c in display.display.call_args_list), "rank 0 was ready first"
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(round(seconds, 3))
+        self.now += seconds
+
+
+def flaky(failures, clock, cost=0.0):
+    """A round that fails `failures` times (each attempt costing `cost` seconds, as a timed-out ssh does), then answers."""
+    left = [failures]
+
+    def run_round():
+        clock.now += cost
+        if left[0]:
+            left[0] -= 1
+            raise AnsibleConnectionFailure("Failed to connect to the host via ssh: Connection timed out\nmore")
+        return {"status": "starting"}
+    return run_round
+
+
+def test_backoff_doubles_to_its_cap_with_jitter_bounds():
+    assert [action_mod.backoff_delay(a, rand=lambda: 0.5) for a in range(8)] == [1, 2, 4, 8, 16, 30, 30, 30]
+    assert action_mod.backoff_delay(2, rand=lambda: 0.0) == pytest.approx(3.2)
+    assert action_mod.backoff_delay(2, rand=lambda: 1.0) == pytest.approx(4.8)
+
+
+def test_reconnector_rides_out_a_gap_and_says_so_once_per_retry():
+    clock, said, resets = Clock(), [], []
+    rc = action_mod.Reconnector("node1", 120, clock=clock.clock, sleeper=clock.sleep, rand=lambda: 0.5, say=said.append)
+    assert rc.call(flaky(4, clock), lambda: resets.append(1)) == {"status": "starting"}
+    assert clock.slept == [1, 2, 4, 8] and len(resets) == 4 and rc.lost_for == [15.0]
+    assert said[2] == "node1: connection lost (Failed to connect to the host via ssh: Connection timed out), retrying in 4s; 3s of 120s"
+
+
+def test_reconnector_gives_up_at_its_bound_and_never_sleeps_past_it():
+    clock, said = Clock(), []
+    rc = action_mod.Reconnector("node1", 30, clock=clock.clock, sleeper=clock.sleep, rand=lambda: 0.5, say=said.append)
+    with pytest.raises(action_mod.Unreachable):
+        rc.call(flaky(10 ** 6, clock, cost=2.0), lambda: None)
+    # lost at 102; failures seen at +0, +3, +7, +13, +23 (sleeps of 1, 2, 4, 8 plus 2 s per attempt); the next sleep is
+    # cut from 16 to the 7 s left of the bound of 30; the last attempt, made at the bound, fails 2 s later: unreachable
+    assert clock.slept == [1, 2, 4, 8, 7]
+    assert clock.now - 102.0 == 32 and len(said) == 5

@@ -151,3 +151,26 @@ def test_the_window_survives_rounds(tmp_path, server):
             break
     assert (res["status"], res["signature"]) == ("crashed", "post_ready_crash")
     assert 9.0 <= res["elapsed"] - res["ready_elapsed"] < 12.0
+
+
+def test_a_new_boot_id_is_a_reboot_not_a_crash(tmp_path, server, monkeypatch):
+    """The unit probe notes the boot id when the wait begins; a new one ends the wait as rebooted, before any rule
+    that would read the new boot's unit (a new InvocationID) as a crash."""
+    from ansible_collections.llmops.sglang.plugins.module_utils import _procfs  # pylint: disable=import-outside-toplevel
+    boot = tmp_path / "boot_id"
+    boot.write_text("old-boot\n")
+    monkeypatch.setattr(_procfs, "BOOT_ID_PATH", str(boot))
+    log = tmp_path / "server.log"
+    log.write_text(recorded_halves()[0][:2000])
+    params = WaitParams(log_path=str(log), log_offset=0, pid=server.pid, timeout=600, host="n1")
+    ft = FakeTime()
+    res = WaitRound(params, clock=ft.clock, sleeper=ft.sleep).run(1.0)
+    assert (res["status"], res["boot_id"]) == ("starting", "old-boot")
+    boot.write_text("new-boot\n")
+    server.kill()
+    server.wait()  # the reboot ended the process too: still a reboot, not a crash
+    res = WaitRound(params, state=json.loads(json.dumps(res["_state"])), clock=ft.clock, sleeper=ft.sleep).run(1.0)
+    assert (res["status"], res["signature"], res["ready"]) == ("rebooted", None, False)
+    assert res["msg"].startswith("SGLang on n1: the host rebooted during the wait (boot id old-boot -> new-boot)")
+    assert decide(in_window(ready_for=None), dataclasses.replace(WaitState.fresh(0.0), rebooted=["a", "b"]), WINDOW) \
+        == Verdict("rebooted", reason="boot_id")
