@@ -152,12 +152,12 @@ def peer_failed_result(host, res, peer, deployment):
 def unreachable_result(host, last, exc, limit):
     """The result when the host stayed unreachable past unreachable_timeout: the last round's view, status unreachable."""
     res = dict(last or {})
+    stage = res.get('stage') or 'start'
     res.update(
         status='unreachable', ready=False,
         msg='SGLang on %s: the host is unreachable: no connection for %ds (unreachable_timeout) while waiting at stage %s '
             '(%s); the server was not touched: rerun when the host is back and the wait follows the same start '
-            '(nothing is restarted while it is still starting or ready)' % (host, limit, last.get('stage') or 'start',
-                                                                             _first_line(exc)))
+            '(nothing is restarted while it is still starting or ready)' % (host, limit, stage, _first_line(exc)))
     return res
 
 
@@ -176,8 +176,8 @@ def progress_line(host, res, probe_only=False):
     elif status == 'crashed':
         text = 'crashed at %s: %s' % (stage, res.get('signature'))
         if res.get('ready_elapsed') is not None:
-            text = 'crashed %.1fs after ready: %s' % (float(res.get('elapsed') or 0.0) - res['ready_elapsed'],
-                                                       res.get('signature'))
+            after = float(res.get('elapsed') or 0.0) - res['ready_elapsed']
+            text = 'crashed %.1fs after ready: %s' % (after, res.get('signature'))
     elif status in ('stalled', 'timeout', 'error', 'unreachable', 'rebooted'):
         text = '%s at %s' % (status, stage)
     if probe_only:

@@ -126,8 +126,8 @@ options:
     description:
       - Seconds the wait rides out a lost connection to the host (the SSH link down, the host rebooting). The action
         plugin retries after 1, 2, 4, ... seconds (at most 30, each with 20 % jitter) and prints one line per retry
-        (C(node1: connection lost (...\), retrying in 4s; 12s of 120s)); the wait's state (log offset, unit baseline)
-        is kept, so a reconnect continues the same wait.
+        naming the host, the error, the delay and how much of this bound has passed; the wait's state (log offset,
+        unit baseline) is kept, so a reconnect continues the same wait.
       - Past this bound the task fails with RV(status=unreachable) naming the host; nothing on the host is touched,
         and a rerun waits for the same start (the role restarts nothing that is starting or ready).
     type: int
@@ -136,7 +136,7 @@ options:
   stable_for:
     description:
       - Seconds to keep watching after the server is ready (the stability window). An exit of the process or unit (a
-        restart counts: a new C(InvocationID) or C(NRestarts)) or a crash line after the ready line within this window
+        restart counts, a new C(InvocationID) or C(NRestarts)) or a crash line after the ready line within this window
         fails the start with RV(status=crashed) at RV(stage=ready), and the message says how long after ready it died.
       - Real logs show a scheduler dying 11 seconds after the ready line, after the server already answered; V(0) (the
         default) reports ready at once.

@@ -150,7 +150,6 @@ def run_starts(node):
 
 
 def test_two_controllers_never_interleave_their_restarts(node):
-    starts = run_starts(node)
     first, first_out = start(node, 'lock-a', recording=READY, max_seconds=6)
     deadline = time.monotonic() + 300
     while remote(node, 'test -e %s && echo held || true' % LOCK) != 'held':
@@ -162,12 +161,13 @@ def test_two_controllers_never_interleave_their_restarts(node):
     assert b['rc'] == 0, b['log'][-4000:]
     waited = [line for line in b['log'].splitlines() if 'waiting for the SGLang lock' in line]
     assert len(waited) == 1 and "play 'Deploy SGLang (lock-a)'" in waited[0]
-    new = run_starts(node)[len(starts):]
-    assert len(new) == 2                                          # one restart each, the second after the first
-    log = remote(node, 'cat /var/log/sglang/sglang.log')
-    between = log[log.index('run %s starts' % new[0]):log.index('run %s starts' % new[1])]
-    assert 'The server is fired up and ready to roll!' in between  # the first start was proven before the second
     assert (a['wait']['status'], b['wait']['status']) == ('ready', 'ready')
+    run_a, run_b = a['wait']['unit']['InvocationID'], b['wait']['unit']['InvocationID']
+    starts = run_starts(node)
+    assert starts[starts.index(run_a) + 1:] == [run_b]            # the second restart is the next start after the first
+    log = remote(node, 'cat /var/log/sglang/sglang.log')
+    between = log[log.index('run %s starts' % run_a):log.index('run %s starts' % run_b)]
+    assert 'The server is fired up and ready to roll!' in between  # the first start was proven before the second
 
 
 # Where the kill test SIGKILLs ansible-playbook in CI: the unit write (before the restart), the restart handler, the

@@ -145,7 +145,7 @@ def test_the_window_survives_rounds(tmp_path, server):
     assert res["status"] == "starting" and res["ready_elapsed"] is not None
     assert any(e.get("stage") == "stability" for e in res["_events"])
     crash_later(ft, log, rest, server, after=9.0)
-    for _ in range(20):
+    for _round in range(20):
         res = WaitRound(params, state=json.loads(json.dumps(res["_state"])), clock=ft.clock, sleeper=ft.sleep).run(2.0)
         if res["status"] != "starting":
             break
