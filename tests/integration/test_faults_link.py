@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The SSH link of a systemd-nspawn test host goes down in the middle of llmops.sglang.wait_for_sglang (real
+"""The SSH link of a systemd-nspawn test host goes down, or the host reboots, in the middle of llmops.sglang.wait_for_sglang (real
 ansible-playbook, real SSH, the host's network namespace loses eth0 with ``ip -n <netns> link set eth0 down``):
 
 - a short gap is ridden out with backoff and one line per retry, and the same wait ends ready (no restart);
@@ -164,3 +164,51 @@ def test_past_the_bound_the_host_is_unreachable_and_a_rerun_waits_for_the_same_s
     rc, log, wait = finish(proc, out, [])
     assert rc == 0 and wait['status'] == 'ready', log[-4000:]
     assert invocation(node) == first
+
+
+UNIT_FILE = '''[Unit]
+Description=SGLang stand-in for the reboot test
+[Service]
+ExecStart=/usr/bin/python3 /opt/llmops-standin/sglang_standin.py --max-seconds 60 --recording %s
+StandardOutput=append:%s
+StandardError=append:%s
+[Install]
+WantedBy=multi-user.target
+''' % (RECORDING, LOG, LOG)
+
+
+@pytest.fixture(scope='module')
+def persistent_node(tmp_path_factory):
+    """A host that survives its reboots (fleet.sh up --persist), with the stand-in as an enabled unit."""
+    work = tmp_path_factory.mktemp('faults-reboot')
+    name = os.environ.get('LLMOPS_FAULTS_REBOOT_HOST') or 'reboot%d' % (os.getpid() % 100000)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv('LLMOPS_FLEET_PERSIST', '1')
+            host = fh.boot(name, str(work))
+        done = fh.ssh(host, "cat > /etc/systemd/system/%s <<'EOF'\n%sEOF\nsystemctl daemon-reload && "
+                            "systemctl enable --now %s" % (UNIT, UNIT_FILE, UNIT))
+        assert done.returncode == 0, done.stderr
+        yield host
+    finally:
+        fh.down(name)
+
+
+def test_a_reboot_mid_wait_is_reported_as_a_reboot_and_a_rerun_waits_for_the_start_at_boot(persistent_node):
+    node = persistent_node
+    boot_before = fh.ssh(node, 'cat /proc/sys/kernel/random/boot_id').stdout.strip()
+    proc, out = start_wait(node, 'reboot', bound=120)
+    seen = until_progress(proc, node['name'])
+    fh.ssh(node, 'systemctl reboot')
+    rc, log, wait = finish(proc, out, seen)
+    assert rc == 2, log[-4000:]
+    boot_after = fh.ssh(node, 'cat /proc/sys/kernel/random/boot_id').stdout.strip()
+    assert boot_after != boot_before
+    assert (wait['status'], wait['signature'], wait['boot_id']) == ('rebooted', None, boot_before)
+    assert wait['msg'].startswith('SGLang on %s: the host rebooted during the wait (boot id %s -> %s)'
+                                  % (node['name'], boot_before, boot_after))
+    at_boot = invocation(node)
+    proc, out = start_wait(node, 'after-reboot', bound=120)
+    rc, log, wait = finish(proc, out, [])
+    assert rc == 0 and wait['status'] == 'ready', log[-4000:]
+    assert invocation(node) == at_boot                           # the start the unit made at boot, not a restart
