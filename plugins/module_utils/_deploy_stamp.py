@@ -206,6 +206,32 @@ def compare(record, inputs, files, sglang=None, unit_state=None, health=None):
     changed = sorted(name for name in set(recorded_inputs) | set(inputs) if recorded_inputs.get(name) != inputs.get(name))
     if changed:
         reasons.append('inputs changed: %s' % ', '.join(changed))
+    reasons.extend(what_runs_reasons(record, files, sglang))
+    unit_changed = False
+    if unit_state is not None:
+        unit = record.get('unit') or {}
+        name = unit.get('name', 'the unit')
+        active = unit_state.get('ActiveState', '')
+        if active != 'active':
+            reasons.append('%s is %s (%s), not active' % (name, active or 'unknown', unit_state.get('SubState', '?')))
+            unit_changed = True
+        if unit_state.get('UnitFileState', '') != 'enabled':
+            reasons.append('%s is %s, not enabled' % (name, unit_state.get('UnitFileState', '') or 'not installed'))
+        if unit_state.get('NeedDaemonReload', 'no') == 'yes':
+            reasons.append('%s has a daemon-reload pending (its unit file changed on disk)' % name)
+        recorded_invocation = unit.get('invocation')
+        if recorded_invocation and unit_state.get('InvocationID') != recorded_invocation:
+            reasons.append('%s was restarted since the deployment (InvocationID %s, recorded %s)'
+                           % (name, unit_state.get('InvocationID') or 'none', recorded_invocation))
+            unit_changed = True
+    if health is not None and health.get('status') != 200:
+        reasons.append('GET %s answered %s' % (health.get('url'), health.get('status') or health.get('error') or 'nothing'))
+    return reasons, unit_changed
+
+
+def what_runs_reasons(record, files, sglang):
+    """The differences in what the server process runs: its managed files and the SGLang installation (a valid record)."""
+    reasons = []
     recorded_files = record['files']
     wanted = sorted(set(files))
     if sorted(recorded_files) != wanted:
@@ -235,23 +261,18 @@ def compare(record, inputs, files, sglang=None, unit_state=None, health=None):
         elif recorded_sglang.get('tree') != sglang.get('tree'):
             reasons.append('the installation of SGLang %s at %s changed (an SM120-patched source, its dist-info or the installed '
                            'distributions beside it)' % (sglang.get('version'), sglang.get('path')))
-    unit_changed = False
-    if unit_state is not None:
-        unit = record.get('unit') or {}
-        name = unit.get('name', 'the unit')
-        active = unit_state.get('ActiveState', '')
-        if active != 'active':
-            reasons.append('%s is %s (%s), not active' % (name, active or 'unknown', unit_state.get('SubState', '?')))
-            unit_changed = True
-        if unit_state.get('UnitFileState', '') != 'enabled':
-            reasons.append('%s is %s, not enabled' % (name, unit_state.get('UnitFileState', '') or 'not installed'))
-        if unit_state.get('NeedDaemonReload', 'no') == 'yes':
-            reasons.append('%s has a daemon-reload pending (its unit file changed on disk)' % name)
-        recorded_invocation = unit.get('invocation')
-        if recorded_invocation and unit_state.get('InvocationID') != recorded_invocation:
-            reasons.append('%s was restarted since the deployment (InvocationID %s, recorded %s)'
-                           % (name, unit_state.get('InvocationID') or 'none', recorded_invocation))
-            unit_changed = True
-    if health is not None and health.get('status') != 200:
-        reasons.append('GET %s answered %s' % (health.get('url'), health.get('status') or health.get('error') or 'nothing'))
-    return reasons, unit_changed
+    return reasons
+
+
+def stale_process(record, files, sglang, unit_state):
+    """True when the unit still runs the recorded start although what it runs changed since (its files, SGLang, or
+    its unit file with a daemon-reload pending): the process predates the change, as after a run that wrote the new
+    files and was killed before its restart. Reads only the managed files."""
+    if not record or record.get('damaged') or record.get('format') != FORMAT or not unit_state:
+        return False
+    recorded_invocation = (record.get('unit') or {}).get('invocation')
+    if unit_state.get('ActiveState') != 'active' or not recorded_invocation:
+        return False
+    if unit_state.get('InvocationID') != recorded_invocation:
+        return False
+    return bool(what_runs_reasons(record, files, sglang)) or unit_state.get('NeedDaemonReload', 'no') == 'yes'

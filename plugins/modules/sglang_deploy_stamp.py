@@ -159,6 +159,16 @@ unit_changed:
   returned: always
   type: bool
   sample: false
+stale_process:
+  description:
+    - Whether O(unit) still runs the recorded start although its managed files or the SGLang installation changed since
+      (or its unit file waits for a daemon-reload), so the running process predates the change, for example after a run
+      that wrote new files and was interrupted before its restart. A deploy must restart it even when it changes no file.
+    - Always V(false) with O(state=present).
+  returned: always
+  type: bool
+  sample: false
+  version_added: 0.2.0
 invocation_id:
   description: The unit's current C(InvocationID); V(null) without O(unit).
   returned: always
@@ -253,7 +263,8 @@ def main():
                 health.pop('body', None)
             reasons, unit_changed = ds.compare(record, _inputs(p['inputs']), p['files'], sglang, unit_state, health)
             current = not reasons
-            module.exit_json(current=current, reasons=reasons, unit_changed=unit_changed,
+            stale = ds.stale_process(record, p['files'], sglang, unit_state)
+            module.exit_json(current=current, reasons=reasons, unit_changed=unit_changed, stale_process=stale,
                              recorded_at=(record or {}).get('recorded_at'), health=health, **result)
         unit = {'name': p['unit'], 'invocation': invocation} if p['unit'] else None
         new = ds.build(_inputs(p['inputs']), p['files'], sglang, unit)
@@ -265,7 +276,7 @@ def main():
             result['diff'] = dict(before=json.dumps(record, indent=1, sort_keys=True) + '\n' if record else '',
                                   after=json.dumps(new, indent=1, sort_keys=True) + '\n',
                                   before_header=p['path'], after_header=p['path'])
-        module.exit_json(current=True, reasons=[], unit_changed=False, recorded_at=new['recorded_at'], health=None, **result)
+        module.exit_json(current=True, reasons=[], unit_changed=False, stale_process=False, recorded_at=new['recorded_at'], health=None, **result)
     except ds.StampError as err:
         module.fail_json(msg=err.msg, path=p['path'])
 

@@ -155,3 +155,35 @@ def test_two_controllers_never_interleave_their_restarts(node):
     # (a new InvocationID); b's restart came after a's proven start
     assert (a['wait']['status'], b['wait']['status']) == ('ready', 'ready')
     assert a['wait']['unit']['InvocationID'] != b['wait']['unit']['InvocationID']
+
+
+def show(node, *props):
+    text = remote(node, 'systemctl show sglang.service -p %s' % ' -p '.join(props))
+    return dict(line.split('=', 1) for line in text.splitlines() if '=' in line)
+
+
+def test_controller_killed_after_the_files_before_the_restart(node):
+    """SIGKILL of ansible-playbook after a changing deploy wrote the new unit file and before its restart: the old
+    process keeps serving (nothing stopped), and the rerun, which finds every file already as wanted, still restarts
+    it because the running start predates its files (sglang_deploy_stamp's stale_process)."""
+    base = deploy(node, 'kill-base', recording=READY)
+    assert base['rc'] == 0, base['log'][-4000:]
+    before = show(node, 'InvocationID', 'RestartUSec')
+    proc, dummy = start(node, 'kill-mid', recording=READY, sglang_service_restart_sec=11)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if 'Decide whether the server restarts' in line:
+            os.killpg(proc.pid, 9)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -9, ''.join(seen)[-4000:]
+    assert remote(node, 'grep -c "^RestartSec=11$" /etc/systemd/system/sglang.service') == '1'   # files written
+    killed = show(node, 'InvocationID', 'ActiveState')
+    assert killed == {'InvocationID': before['InvocationID'], 'ActiveState': 'active'}            # old start serves on
+    rerun = deploy(node, 'kill-rerun', recording=READY, sglang_service_restart_sec=11)
+    assert rerun['rc'] == 0, rerun['log'][-4000:]
+    assert 'the running server predates its files or SGLang' in rerun['log']
+    after = show(node, 'InvocationID', 'RestartUSec', 'ActiveState')
+    assert after['ActiveState'] == 'active' and after['InvocationID'] != before['InvocationID']
+    assert after['RestartUSec'] == '11s' and rerun['wait']['status'] == 'ready'

@@ -222,3 +222,29 @@ def test_install_digest_sees_versions_reinstalls_and_patches(tmp_path):
     st = record.stat()
     os.utime(str(record), ns=(st.st_atime_ns, st.st_mtime_ns + 1000))
     assert ds.install_digest(str(pkg), watched)[0] != before[0]
+
+
+def test_stale_process_only_while_the_recorded_start_runs_with_changed_files(files):
+    """A run that wrote new files and was killed before its restart leaves the recorded start running: a deploy must
+    restart it although it changes no file. A later start, or nothing changed, is not stale."""
+    rec = record(files)
+    assert ds.stale_process(rec, files, SGLANG, RUNNING) is False
+    with open(files[1], 'a', encoding='utf-8') as handle:
+        handle.write('NCCL_ALGO=Tree\n')
+    assert ds.stale_process(rec, files, SGLANG, RUNNING) is True
+    restarted = dict(RUNNING, InvocationID='2' * 32)
+    assert ds.stale_process(rec, files, SGLANG, restarted) is False          # started after the change
+    stopped = dict(RUNNING, ActiveState='inactive', SubState='dead')
+    assert ds.stale_process(rec, files, SGLANG, stopped) is False            # nothing runs: a start follows anyway
+    assert ds.stale_process(None, files, SGLANG, RUNNING) is False           # no record: nothing to compare with
+    assert ds.stale_process(rec, files, SGLANG, None) is False               # no unit checked
+
+
+def test_stale_process_sees_sglang_and_a_pending_unit_reload(files):
+    rec = record(files)
+    assert ds.stale_process(rec, files, dict(SGLANG, version='0.5.10'), RUNNING) is True
+    assert ds.stale_process(rec, files, dict(SGLANG, tree='b' * 64), RUNNING) is True
+    assert ds.stale_process(rec, files, SGLANG, dict(RUNNING, NeedDaemonReload='yes')) is True
+    # inputs alone (a role setting) do not say what the process runs
+    assert ds.compare(rec, dict(INPUTS, sglang_service_args='d' * 64), files, SGLANG, RUNNING)[0]
+    assert ds.stale_process(rec, files, SGLANG, RUNNING) is False
