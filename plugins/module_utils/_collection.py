@@ -23,7 +23,9 @@ def code_digest(modules):
     """sha256 over the source of the given module objects, in name order (their loaders read files and zips alike)."""
     digest = hashlib.sha256()
     for module in sorted(modules, key=lambda m: m.__name__):
-        source = module.__loader__.get_source(module.__name__) or ''
+        source = module.__loader__.get_source(module.__name__) or b''
+        if not isinstance(source, bytes):  # importlib's loaders give text, Ansible's collection loader gives bytes
+            source = source.encode('utf-8', 'surrogateescape')
         digest.update(('%s\0%d\0' % (module.__name__, len(source))).encode('utf-8'))
-        digest.update(source.encode('utf-8', 'surrogateescape'))
+        digest.update(source)
     return digest.hexdigest()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+import types
 import zipfile
 from pathlib import Path
 
@@ -49,3 +50,19 @@ def test_code_digest_follows_the_source_from_files_and_zips(tmp_path):
     assert _collection.code_digest([b, a]) == digest
     assert _collection.code_digest([a_zip, b]) == digest
     assert _collection.code_digest([a, b2]) != digest
+
+
+class _BytesLoader:
+    """A loader whose get_source returns bytes, as Ansible's collection loader does under ansible-test units."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def get_source(self, name):
+        return self.module.__loader__.get_source(name).encode('utf-8')
+
+
+def test_code_digest_takes_source_as_bytes_too(tmp_path):
+    text = _load(tmp_path, 'llmops_digest_c', 'X = "\u00e9"\n', zipped=False)
+    as_bytes = types.SimpleNamespace(__name__=text.__name__, __loader__=_BytesLoader(text))
+    assert _collection.code_digest([as_bytes]) == _collection.code_digest([text])
