@@ -35,9 +35,10 @@ def fill_stamp(row: HostRow, stamp: Dict[str, Any]) -> None:
         row.reason = one_line('full deploy: ' + '; '.join(stamp.get('reasons') or ['no record']))
 
 
-def fill_changed(row: HostRow, changed: Any) -> None:
-    """Whether this run changed (and so restarted) the host's server."""
-    row.changed = bool(changed) and str(changed).lower() not in ('false', '0', '')
+def fill_changed(row: HostRow, decision: Any) -> None:
+    """Whether this run restarted the host's server: the registered result of the role's restart decision (changed when
+    it restarted, skipped when it did not)."""
+    row.changed = _is_dict(decision) and bool(decision.get('changed'))
 
 
 def fill_wait(row: HostRow, wait: Dict[str, Any]) -> None:
@@ -121,7 +122,7 @@ STARTUP_COLUMNS = (Column('startup', 'STARTUP'),)
 
 DEPLOY_PARTS: Tuple[Part, ...] = (
     Part('sglang_service_deployment', fill_stamp),
-    Part('__sglang_service_rank_changed', fill_changed),
+    Part('__sglang_service_restart_decision', fill_changed),
     Part('sglang_service_wait_result', fill_wait),
     Part('sglang_service_smoke_result', fill_smoke, SMOKE_COLUMNS),
     Part('sglang_service_start_record', fill_startup, STARTUP_COLUMNS),

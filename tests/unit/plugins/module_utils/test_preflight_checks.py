@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The other pre-flight checks on real parts: ports held by real listeners (read from the real /proc/net/tcp),
 shared memory files held open, mapped or left behind, the Hugging Face cache layout and free space, the decisions and
-their one-line summary, and the comparison of ranks (module_utils and the rank_differences filter)."""
+their one-line summary, and the comparison of ranks (module_utils; the rank_differences filter: tests/unit/plugins/filter/test_preflight_filter.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import socket
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.filter.preflight import rank_differences
 from ansible_collections.llmops.sglang.plugins.module_utils import _gpu_holders as gh
 from ansible_collections.llmops.sglang.plugins.module_utils import _model_disk as md
 from ansible_collections.llmops.sglang.plugins.module_utils import _ports as pt
@@ -164,14 +163,3 @@ def test_summary_line_and_failure_message():
     assert pf.failure_message(checks, 'sglang.service') == ('pre-flight for sglang.service failed (gpus), nothing was started: '
                                                             'gpus: GPU 0 is held by pid 13.')
     assert pf.Check.from_json('gpus', checks[0].to_json()) == checks[0]
-
-
-# ---- ranks -----------------------------------------------------------------------------------------------------------
-
-def test_ranks_that_differ_are_named_with_their_values():
-    base = {'sglang_version': '0.5.9', 'sm120_patch': 'a1', 'torch': '2.8.0', 'torch_cuda': '12.8', 'driver_branch': '570',
-            'model_revision': COMMIT}
-    assert rank_differences({'node1': base, 'node2': dict(base)}) == []
-    assert rank_differences({'node1': base, 'node2': dict(base, sglang_version='0.5.10', driver_branch='580')}) == [
-        'SGLang version differs: node1=0.5.9, node2=0.5.10', 'NVIDIA driver branch differs: node1=570, node2=580']
-    assert rank_differences({'node1': base}) == []

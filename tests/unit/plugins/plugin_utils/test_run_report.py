@@ -15,7 +15,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import (
     columns_for,
     render,
 )
-from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import DEPLOY_PARTS, build_row, build_rows
+from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import DEPLOY_PARTS, build_row, build_rows, fill_changed
 
 CRASH = {'status': 'crashed', 'ready': False, 'elapsed': 5.3, 'stage': 'cuda_graph', 'signature': 'cuda_oom',
          'error_line': '[2025-11-02 10:01:58 TP0] Scheduler hit an exception: Traceback (most recent call last):',
@@ -27,17 +27,19 @@ READY = {'status': 'ready', 'ready': True, 'elapsed': 12.4, 'stage': 'ready', 's
          'msg': 'SGLang on node2 is ready after 12.4s; serving glm-5'}
 UNCHANGED = {'current': True, 'reasons': [], 'health': True, 'recorded_at': '2026-12-01T13:02:11Z', 'sglang_version': '0.5.9'}
 STALE = {'current': False, 'reasons': ['input sglang_service_args changed'], 'health': True}
+# the registered result of the role's restart decision on a host it restarted (a skipped result where it did not)
+RESTARTED = {'changed': True, 'msg': 'node1: restarting sglang.service: unit file'}
 TIMEOUT = {'status': 'timeout', 'ready': False, 'elapsed': 180.0, 'stage': 'load_weights', 'signature': None,
            'msg': 'SGLang on node4 did not become ready within 180s: last stage load_weights'}
 
 
 def _rows():
     facts = {
-        'node1': {'sglang_service_deployment': STALE, '__sglang_service_rank_changed': True, 'sglang_service_wait_result': CRASH,
+        'node1': {'sglang_service_deployment': STALE, '__sglang_service_restart_decision': RESTARTED, 'sglang_service_wait_result': CRASH,
                   'sglang_run_failure': {'task': 'Stop when SGLang did not become ready', 'msg': 'crashed ...'}},
-        'node2': {'sglang_service_deployment': STALE, '__sglang_service_rank_changed': True, 'sglang_service_wait_result': READY},
+        'node2': {'sglang_service_deployment': STALE, '__sglang_service_restart_decision': RESTARTED, 'sglang_service_wait_result': READY},
         'node3': {'sglang_service_deployment': UNCHANGED},
-        'node4': {'sglang_service_deployment': STALE, '__sglang_service_rank_changed': True, 'sglang_service_wait_result': TIMEOUT},
+        'node4': {'sglang_service_deployment': STALE, '__sglang_service_restart_decision': RESTARTED, 'sglang_service_wait_result': TIMEOUT},
         'node5': {'sglang_run_failure': {'task': 'Install SGLang into the venv at /opt/sglang/venv',
                                          'msg': 'sglang==0.5.99 is not in the wheelhouse. Set it to 0.5.9\nsecond line'}},
     }
@@ -119,3 +121,14 @@ def test_command_line_examples_survive_key_value_parsing():
     for query in found:
         assert ' ' not in query, query
         select(rows, query)
+
+
+def test_changed_is_the_restart_decision_of_this_run():
+    """A host counts as changed only when the role's restart decision restarted its server (newcomer review: a fresh
+    deploy's table said 'unchanged' for hosts it had just restarted, from a variable the role no longer sets)."""
+    restarted, skipped = HostRow('a'), HostRow('b')
+    fill_changed(restarted, RESTARTED)
+    fill_changed(skipped, {'changed': False, 'skipped': True, 'skip_reason': 'Conditional result was False'})
+    missing = HostRow('c')
+    fill_changed(missing, None)
+    assert (restarted.changed, skipped.changed, missing.changed) == (True, False, False)
