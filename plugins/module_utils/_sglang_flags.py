@@ -193,19 +193,48 @@ def _imports(tree, modname):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The walker
+# The walker: finds definitions (_Resolver), reads add_argument() calls (_ArgumentReader) and annotated fields
+# (_FieldReader) into one _Findings, following the functions the parser is handed to (_Walker)
 # ---------------------------------------------------------------------------------------------------------------
 
-class _Walker:
+class _Findings:
+    """What a walk found: one dict per flag definition, and the definitions it could not follow."""
+
+    def __init__(self):
+        self.arguments = []
+        self.warnings = []
+
+    def record(self, flags, dest, action, takes_value, help_text, choices, where, source_kind='add_argument', value=None):
+        if dest is None:
+            longs = [f for f in flags if f.startswith('--')]
+            dest = (longs[0] if longs else flags[0]).lstrip('-').replace('-', '_')
+        text = help_text.strip().lower()
+        deprecated = bool(action and 'deprecated' in action.lower()) or text.startswith(
+            ('(deprecated', '[deprecated', 'deprecated')) or 'deprecated:' in text[:40]
+        entry = {
+            'flags': flags,
+            'dest': dest,
+            'action': action,
+            'takes_value': takes_value,
+            'deprecated': deprecated,
+            'source': where,
+            'defined_by': source_kind,
+        }
+        if isinstance(choices, (list, tuple)) and all(isinstance(c, (str, int, float)) for c in choices):
+            entry['choices'] = list(choices)
+        if takes_value and value:
+            entry['value_type'] = value.get('type')
+            entry['nargs'] = value.get('nargs')
+        self.arguments.append(entry)
+
+
+class _Resolver:
+    """Finds where a name, a call or a constant is defined across the sources, following imports."""
 
     def __init__(self, sources):
         self.src = sources
-        self.arguments = []
-        self.warnings = []
-        self._visited = set()
         self._import_cache = {}
 
-    # ---- resolution -------------------------------------------------------------------------------------------
     def imports(self, modname):
         if modname not in self._import_cache:
             tree = self.src.tree(modname)
@@ -267,51 +296,30 @@ class _Walker:
                 return top
         return None
 
-    # ---- walking functions --------------------------------------------------------------------------------------
-    def walk_function(self, modname, func, cls, depth=0):
-        key = (modname, func.name, func.lineno)
-        if key in self._visited or depth > _MAX_DEPTH:
-            return
-        self._visited.add(key)
-        params = [a.arg for a in func.args.args + getattr(func.args, 'kwonlyargs', [])]
-        parsers = set(p for p in params if p not in ('self', 'cls'))
-        # names bound to argument groups of the parser
-        for node in ast.walk(func):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _name_of(node.value.func) in _GROUP_FACTORIES:
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        parsers.add(target.id)
-        for node in ast.walk(func):
-            if not isinstance(node, ast.Call):
-                continue
-            fname = _name_of(node.func)
-            if fname == 'add_argument' and isinstance(node.func, ast.Attribute):
-                self.add_argument_call(modname, node)
-                continue
-            if fname in _GROUP_FACTORIES:
-                continue
-            passes_parser = any(isinstance(a, ast.Name) and a.id in parsers for a in node.args) or any(
-                isinstance(kw.value, ast.Name) and kw.value.id in parsers for kw in node.keywords)
-            if not passes_parser:
-                continue
-            target_mod, target = self.resolve_call(modname, cls, node)
-            if fname in _DATACLASS_HELPERS or (isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)) and _derives_from_fields(target)):
-                self.dataclass_call(modname, node)
-                continue
-            if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                self.walk_function(target_mod, target, self.class_of(target_mod, target), depth + 1)
-            elif fname not in ('print', 'setattr', 'getattr'):
-                self.warnings.append('%s:%s: the parser is passed to %s(), whose source was not found; flags it adds are not known'
-                                     % (module_relpath(modname)[0], node.lineno, fname or '<call>'))
+    def literal_value(self, modname, node):
+        """A literal, or a module-level name bound to one (``choices=LOAD_FORMAT_CHOICES``), else None."""
+        if isinstance(node, ast.Name):
+            _mod, found = self.resolve_name(modname, node.id)
+            if isinstance(found, ast.Assign):
+                return _literal(found.value)
+            return None
+        return _literal(node)
 
-    # ---- add_argument ------------------------------------------------------------------------------------------
+
+class _ArgumentReader:
+    """Reads one ``add_argument()`` call: its flags, dest, action, whether it takes a value, its type and choices."""
+
+    def __init__(self, resolver, findings):
+        self.resolver = resolver
+        self.findings = findings
+
     def add_argument_call(self, modname, call):
         where = '%s:%s' % (module_relpath(modname)[0], call.lineno)
         names = []
         for arg in call.args:
             text = _const_str(arg)
             if text is None:
-                self.warnings.append('%s: add_argument() with a name that is not a string literal; skipped' % where)
+                self.findings.warnings.append('%s: add_argument() with a name that is not a string literal; skipped' % where)
                 return
             names.append(text)
         flags = [n for n in names if n.startswith('-')]
@@ -328,18 +336,9 @@ class _Walker:
         if action == _BOOL_OPTIONAL:
             flags = flags + ['--no-' + f[2:] for f in flags if f.startswith('--')]
         help_text = _literal_text(kw.get('help'))
-        choices = self.literal_value(modname, kw['choices']) if 'choices' in kw else None
+        choices = self.resolver.literal_value(modname, kw['choices']) if 'choices' in kw else None
         value = {'type': _value_type(kw.get('type')), 'nargs': _literal(nargs_node) if nargs_node is not None else None}
-        self.record(flags, dest, action, takes_value, help_text, choices, where, value=value)
-
-    def literal_value(self, modname, node):
-        """A literal, or a module-level name bound to one (``choices=LOAD_FORMAT_CHOICES``), else None."""
-        if isinstance(node, ast.Name):
-            _mod, found = self.resolve_name(modname, node.id)
-            if isinstance(found, ast.Assign):
-                return _literal(found.value)
-            return None
-        return _literal(node)
+        self.findings.record(flags, dest, action, takes_value, help_text, choices, where, value=value)
 
     def takes_value(self, modname, action_node, nargs_node):
         if nargs_node is not None:
@@ -362,13 +361,13 @@ class _Walker:
         if depth > _MAX_DEPTH or not isinstance(node, (ast.Name, ast.Attribute)):
             return False
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            imported = self.imports(modname).get(node.value.id)
+            imported = self.resolver.imports(modname).get(node.value.id)
             if imported is None:
                 return False
             mod = imported[0] if imported[1] is None else imported[0] + '.' + imported[1]
-            cmod, cls = self.resolve_name(mod, node.attr)
+            cmod, cls = self.resolver.resolve_name(mod, node.attr)
         else:
-            cmod, cls = self.resolve_name(modname, name)
+            cmod, cls = self.resolver.resolve_name(modname, name)
         if not isinstance(cls, ast.ClassDef):
             return False
         init = _find_function(cls.body, '__init__')
@@ -386,40 +385,25 @@ class _Walker:
                         return _literal(nargs) == 0
         return any(self.zero_arg_class(cmod, base, depth + 1) for base in cls.bases)
 
-    def record(self, flags, dest, action, takes_value, help_text, choices, where, source_kind='add_argument', value=None):
-        if dest is None:
-            longs = [f for f in flags if f.startswith('--')]
-            dest = (longs[0] if longs else flags[0]).lstrip('-').replace('-', '_')
-        text = help_text.strip().lower()
-        deprecated = bool(action and 'deprecated' in action.lower()) or text.startswith(
-            ('(deprecated', '[deprecated', 'deprecated')) or 'deprecated:' in text[:40]
-        entry = {
-            'flags': flags,
-            'dest': dest,
-            'action': action,
-            'takes_value': takes_value,
-            'deprecated': deprecated,
-            'source': where,
-            'defined_by': source_kind,
-        }
-        if isinstance(choices, (list, tuple)) and all(isinstance(c, (str, int, float)) for c in choices):
-            entry['choices'] = list(choices)
-        if takes_value and value:
-            entry['value_type'] = value.get('type')
-            entry['nargs'] = value.get('nargs')
-        self.arguments.append(entry)
 
-    # ---- dataclass-derived flags -------------------------------------------------------------------------------
+class _FieldReader:
+    """Reads the flags ``add_cli_args_from_dataclass`` derives from a class's annotated fields (SGLang 0.5.14+)."""
+
+    def __init__(self, resolver, findings, argument_reader):
+        self.resolver = resolver
+        self.findings = findings
+        self.argument_reader = argument_reader
+
     def dataclass_call(self, modname, call):
         cls_node = None
         for arg in call.args[1:] + [kw.value for kw in call.keywords if kw.arg in ('cls', 'dataclass_cls')]:
             if isinstance(arg, ast.Name):
-                cmod, found = self.resolve_name(modname, arg.id)
+                cmod, found = self.resolver.resolve_name(modname, arg.id)
                 if isinstance(found, ast.ClassDef):
                     cls_node = (cmod, found)
                     break
         if cls_node is None:
-            self.warnings.append('%s:%s: could not find the class whose fields become flags'
+            self.findings.warnings.append('%s:%s: could not find the class whose fields become flags'
                                  % (module_relpath(modname)[0], call.lineno))
             return
         only = None
@@ -440,7 +424,7 @@ class _Walker:
         out = []
         for base in cls.bases:
             if isinstance(base, ast.Name):
-                bmod, bnode = self.resolve_name(modname, base.id)
+                bmod, bnode = self.resolver.resolve_name(modname, base.id)
                 if isinstance(bnode, ast.ClassDef):
                     out.extend(self.class_fields(bmod, bnode, depth + 1, seen))
         for ns_mod, ns_cls in self.collected_namespaces(modname, cls.name):
@@ -454,7 +438,7 @@ class _Walker:
 
     def collected_namespaces(self, modname, cls_name):
         """Classes whose fields are merged into ``cls_name.__annotations__`` at module level (SGLang 0.5.23+)."""
-        tree = self.src.tree(modname)
+        tree = self.resolver.src.tree(modname)
         found = []
         if tree is None:
             return found
@@ -475,7 +459,7 @@ class _Walker:
                         if var in names:
                             producer = node.value
             if producer is None:
-                self.warnings.append('%s: %s.__annotations__ takes fields from %s, which was not understood'
+                self.findings.warnings.append('%s: %s.__annotations__ takes fields from %s, which was not understood'
                                      % (module_relpath(modname)[0], cls_name, var))
                 continue
             for arg in producer.args:
@@ -483,16 +467,16 @@ class _Walker:
                 if isinstance(arg, (ast.List, ast.Tuple)):
                     classes = arg.elts
                 elif isinstance(arg, ast.Name):
-                    _m, listing = self.resolve_name(modname, arg.id)
+                    _m, listing = self.resolver.resolve_name(modname, arg.id)
                     if isinstance(listing, ast.Assign) and isinstance(listing.value, (ast.List, ast.Tuple)):
                         classes = listing.value.elts
                 for elt in classes:
                     if isinstance(elt, ast.Name):
-                        cmod, cnode = self.resolve_name(modname, elt.id)
+                        cmod, cnode = self.resolver.resolve_name(modname, elt.id)
                         if isinstance(cnode, ast.ClassDef):
                             found.append((cmod, cnode))
                         else:
-                            self.warnings.append('%s: field namespace class %s was not found in the sources'
+                            self.findings.warnings.append('%s: field namespace class %s was not found in the sources'
                                                  % (module_relpath(modname)[0], elt.id))
         return found
 
@@ -533,20 +517,77 @@ class _Walker:
                 for key, value in zip(action_kwargs.keys, action_kwargs.values):
                     if _const_str(key) == 'nargs':
                         nargs_node = value
-            takes_value = self.takes_value(modname, action_node, nargs_node)
-            self.record(flags, name, action, takes_value, help_text, choices, where, 'field',
+            takes_value = self.argument_reader.takes_value(modname, action_node, nargs_node)
+            self.findings.record(flags, name, action, takes_value, help_text, choices, where, 'field',
                         value={'type': None, 'nargs': _literal(nargs_node) if nargs_node is not None else None})
             return
         inner = _unwrap_optional(_unstring(inner))
         if _name_of(inner) == 'bool' and not isinstance(inner, ast.Subscript):
-            self.record(flags, name, 'store_true', False, help_text, choices, where, 'field')
+            self.findings.record(flags, name, 'store_true', False, help_text, choices, where, 'field')
             return
         if choices is None and isinstance(inner, ast.Subscript) and _name_of(inner.value) == 'Literal':
             choices = [_literal(v) for v in _subscript_items(inner)]
         # the field's type converts the value unless the field names its own parser
         value_type = None if 'type_parser' in meta or isinstance(inner, ast.Subscript) else _value_type(inner)
         nargs = _literal(meta['nargs']) if 'nargs' in meta else None
-        self.record(flags, name, None, True, help_text, choices, where, 'field', value={'type': value_type, 'nargs': nargs})
+        self.findings.record(flags, name, None, True, help_text, choices, where, 'field', value={'type': value_type, 'nargs': nargs})
+
+
+class _Walker:
+    """Walks ``add_cli_args`` and every function it hands the parser to, passing each definition to its reader."""
+
+    def __init__(self, sources):
+        self.resolver = _Resolver(sources)
+        self.findings = _Findings()
+        self.argument_reader = _ArgumentReader(self.resolver, self.findings)
+        self.field_reader = _FieldReader(self.resolver, self.findings, self.argument_reader)
+        self._visited = set()
+
+    @property
+    def arguments(self):
+        return self.findings.arguments
+
+    @property
+    def warnings(self):
+        return self.findings.warnings
+
+    def walk_function(self, modname, func, cls, depth=0):
+        key = (modname, func.name, func.lineno)
+        if key in self._visited or depth > _MAX_DEPTH:
+            return
+        self._visited.add(key)
+        params = [a.arg for a in func.args.args + getattr(func.args, 'kwonlyargs', [])]
+        parsers = set(p for p in params if p not in ('self', 'cls'))
+        # names bound to argument groups of the parser
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _name_of(node.value.func) in _GROUP_FACTORIES:
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        parsers.add(target.id)
+        for node in ast.walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            fname = _name_of(node.func)
+            if fname == 'add_argument' and isinstance(node.func, ast.Attribute):
+                self.argument_reader.add_argument_call(modname, node)
+                continue
+            if fname in _GROUP_FACTORIES:
+                continue
+            passes_parser = any(isinstance(a, ast.Name) and a.id in parsers for a in node.args) or any(
+                isinstance(kw.value, ast.Name) and kw.value.id in parsers for kw in node.keywords)
+            if not passes_parser:
+                continue
+            target_mod, target = self.resolver.resolve_call(modname, cls, node)
+            if fname in _DATACLASS_HELPERS or (isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)) and _derives_from_fields(target)):
+                self.field_reader.dataclass_call(modname, node)
+                continue
+            if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.walk_function(target_mod, target, self.resolver.class_of(target_mod, target), depth + 1)
+            elif fname not in ('print', 'setattr', 'getattr'):
+                self.findings.warnings.append('%s:%s: the parser is passed to %s(), whose source was not found; flags it adds are not known'
+                                     % (module_relpath(modname)[0], node.lineno, fname or '<call>'))
+
+
 
 
 def _value_type(node):
