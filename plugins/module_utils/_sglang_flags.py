@@ -404,7 +404,7 @@ class _FieldReader:
                     break
         if cls_node is None:
             self.findings.warnings.append('%s:%s: could not find the class whose fields become flags'
-                                 % (module_relpath(modname)[0], call.lineno))
+                                          % (module_relpath(modname)[0], call.lineno))
             return
         only = None
         for kw in call.keywords:
@@ -460,7 +460,7 @@ class _FieldReader:
                             producer = node.value
             if producer is None:
                 self.findings.warnings.append('%s: %s.__annotations__ takes fields from %s, which was not understood'
-                                     % (module_relpath(modname)[0], cls_name, var))
+                                              % (module_relpath(modname)[0], cls_name, var))
                 continue
             for arg in producer.args:
                 classes = []
@@ -477,7 +477,7 @@ class _FieldReader:
                             found.append((cmod, cnode))
                         else:
                             self.findings.warnings.append('%s: field namespace class %s was not found in the sources'
-                                                 % (module_relpath(modname)[0], elt.id))
+                                                          % (module_relpath(modname)[0], elt.id))
         return found
 
     def field_argument(self, modname, name, annotation, lineno):
@@ -519,7 +519,7 @@ class _FieldReader:
                         nargs_node = value
             takes_value = self.argument_reader.takes_value(modname, action_node, nargs_node)
             self.findings.record(flags, name, action, takes_value, help_text, choices, where, 'field',
-                        value={'type': None, 'nargs': _literal(nargs_node) if nargs_node is not None else None})
+                                 value={'type': None, 'nargs': _literal(nargs_node) if nargs_node is not None else None})
             return
         inner = _unwrap_optional(_unstring(inner))
         if _name_of(inner) == 'bool' and not isinstance(inner, ast.Subscript):
@@ -585,9 +585,7 @@ class _Walker:
                 self.walk_function(target_mod, target, self.resolver.class_of(target_mod, target), depth + 1)
             elif fname not in ('print', 'setattr', 'getattr'):
                 self.findings.warnings.append('%s:%s: the parser is passed to %s(), whose source was not found; flags it adds are not known'
-                                     % (module_relpath(modname)[0], node.lineno, fname or '<call>'))
-
-
+                                              % (module_relpath(modname)[0], node.lineno, fname or '<call>'))
 
 
 def _value_type(node):
