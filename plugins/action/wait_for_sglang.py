@@ -223,6 +223,15 @@ class Progress:
             self._print((res.get('stage') or 'start', res.get('progress')), progress_line(self.host, res, self.probe_only))
 
 
+def round_length(check_mode, multinode):
+    """Longest duration of one module round: none in check mode (one probe), short for the ranks of a multi-node
+    deployment (a failed peer ends this wait within about 2 s), else long while quiet and shorter at -v."""
+    if check_mode:
+        return 0.0
+    seconds = ROUND_SECONDS_VERBOSE if display.verbosity >= 1 else ROUND_SECONDS_QUIET
+    return min(seconds, ROUND_SECONDS_PEERS) if multinode else seconds
+
+
 class ActionModule(ActionBase):
 
     TRANSFERS_FILES = False
@@ -248,15 +257,10 @@ class ActionModule(ActionBase):
         del validation
         host = task_vars.get('inventory_hostname') or self._play_context.remote_addr or 'localhost'
         check_mode = bool(self._task.check_mode)
-        if check_mode:
-            round_seconds = 0.0
-        else:
-            round_seconds = ROUND_SECONDS_VERBOSE if display.verbosity >= 1 else ROUND_SECONDS_QUIET
         deployment = new_args.get('deployment')
         if deployment:
             deployment = '%s-%s' % (deployment, getattr(self._task, '_uuid', ''))
-        if deployment and not check_mode:
-            round_seconds = min(round_seconds, ROUND_SECONDS_PEERS)
+        round_seconds = round_length(check_mode, bool(deployment))
         deadline = (time.monotonic() + float(new_args.get('timeout') or 1800) + float(new_args.get('stable_for') or 0)
                     + CONTROLLER_GRACE)
 
@@ -286,17 +290,7 @@ class ActionModule(ActionBase):
                 state = res['_state']
                 progress.round(res)
                 if deployment and not check_mode:
-                    if res.get('status') in PEER_FAILURES or res.get('status') == 'ready':
-                        report_peer_failure(deployment, host, res, new_args.get('node_rank'))
-                    if res.get('status') == 'ready' and new_args.get('deployment_size'):
-                        # a multi-node server is ready only when every rank is: wait for the others' outcome
-                        res = self._await_peers(host, res, deployment, new_args, deadline)
-                    elif res.get('status') not in TERMINAL:
-                        peer = first_peer_failure(deployment, host)
-                        if peer:
-                            res = peer_failed_result(host, dict(res, node_rank=new_args.get('node_rank')), peer,
-                                                     new_args['deployment'])
-                            display.display(progress_line(host, res))
+                    res = self._with_peers(host, res, deployment, new_args, deadline)
                 if check_mode or res.get('status') in TERMINAL:
                     break
                 if time.monotonic() > deadline:
@@ -318,6 +312,20 @@ class ActionModule(ActionBase):
         result['changed'] = False
         result['failed'] = (res.get('status') != 'ready') and not check_mode
         return result
+
+    def _with_peers(self, host, res, deployment, args, deadline):
+        """A rank of a multi-node deployment: tell the other ranks how this one ended, and end this wait when another
+        rank failed first; a ready rank waits for every other rank's outcome."""
+        if res.get('status') in PEER_FAILURES or res.get('status') == 'ready':
+            report_peer_failure(deployment, host, res, args.get('node_rank'))
+        if res.get('status') == 'ready' and args.get('deployment_size'):
+            return self._await_peers(host, res, deployment, args, deadline)
+        if res.get('status') not in TERMINAL:
+            peer = first_peer_failure(deployment, host)
+            if peer:
+                res = peer_failed_result(host, dict(res, node_rank=args.get('node_rank')), peer, args['deployment'])
+                display.display(progress_line(host, res))
+        return res
 
     @staticmethod
     def _await_peers(host, res, deployment, args, deadline):

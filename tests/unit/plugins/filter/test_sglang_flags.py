@@ -375,7 +375,7 @@ def test_switch_with_a_string_is_caught_before_the_real_parser_rejects_it(versio
     # unchecked, 'false' becomes a stray word that argparse rejects ("unrecognized arguments: false")
     assert sglang_cli_args(BAD_SWITCH) == ['--model-path', 'm', '--trust-remote-code', 'false']
     assert got['parsed'][2] == {'ok': False, 'code': 2}
-    with pytest.raises(AnsibleFilterError, match='--trust-remote-code is a switch'):
+    with pytest.raises(AnsibleFilterError, match=r'--trust-remote-code takes no value \(it is a switch\)'):
         sglang_cli_args(BAD_SWITCH, known_flags=parsed['flags'], boolean_flags=parsed['boolean_flags'])
 
 
