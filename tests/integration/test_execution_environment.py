@@ -73,8 +73,8 @@ def test_collection_metadata_files():
     meta = yaml.safe_load((ROOT / 'meta' / 'execution-environment.yml').read_text())
     assert meta == {'version': 1, 'dependencies': {'python': 'requirements.txt', 'system': 'bindep.txt'}}
     reqs = [ln for ln in (ROOT / 'requirements.txt').read_text().splitlines() if ln.strip() and not ln.lstrip().startswith('#')]
-    # the EE provides ansible-core; the controller plugins need nothing else
-    assert reqs == []
+    # the EE provides ansible-core; the controller plugins need only jmespath (sglang_run_report's query option)
+    assert reqs == ['jmespath>=1.0.1']
     binds = [ln for ln in (ROOT / 'bindep.txt').read_text().splitlines() if ln.strip() and not ln.lstrip().startswith('#')]
     assert binds == ['openssh-clients [platform:rpm]', 'openssh-client [platform:dpkg]']
 
@@ -87,7 +87,7 @@ def test_introspect_finds_the_collection_requirements(builder, tarball, tmp_path
     proc = _run([str(builder), 'introspect', '--sanitize', str(dest)])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = yaml.safe_load(proc.stdout.split('---', 1)[1])
-    assert data['python'] == []
+    assert data['python'] == ['jmespath>=1.0.1  # from collection llmops.sglang']
     assert data['system'] == ['openssh-clients [platform:rpm]  # from collection llmops.sglang',
                               'openssh-client [platform:dpkg]  # from collection llmops.sglang']
 
