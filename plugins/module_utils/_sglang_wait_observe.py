@@ -16,7 +16,7 @@ import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _procfs
 from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import STAGES
+from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_rules as rules
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_state import Exited, ProgressEvent, WaitError
 
 TAIL_LINES = 30
@@ -33,13 +33,13 @@ UNIT_PROBE_EVERY = 2.0       # systemctl show interval while the unit's MainPID 
 _PROGRESS_RE = re.compile(r":\s*(\d{1,3})%(?:\||\s+Completed)")
 # Ranks >= 1 of a multi-node start never print the ready line; these lines mean their schedulers are up.
 _SCHEDULER_UP_RE = re.compile(r"max_total_num_tokens=|(?i:capture .*graph end)")
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # SGLang's own line prefix "[2026-08-01 23:37:38" (optionally "[2026-08-01 23:37:38.123 TP0]").
 LOG_TIME_RE = re.compile(r"(?m)^\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 
 
 def stage_index(stage):
-    return STAGES.index(stage) if stage in STAGES else -1
+    """The stage's position in startup order; -1 for none (the classifier's table, which has no entry for None)."""
+    return rules.STAGE_INDEX.get(stage, -1)
 
 
 def log_seconds(match):
@@ -49,14 +49,9 @@ def log_seconds(match):
 
 
 def display_line(line):
-    """What a terminal shows of a raw log line: ANSI colours removed, last carriage-return segment, bounded."""
-    if line is None:
-        return None
-    line = _ANSI_RE.sub("", line)
-    if "\r" in line:
-        segs = [s for s in line.split("\r") if s.strip()]
-        line = segs[-1] if segs else ""
-    if len(line) > MAX_LINE_CHARS:
+    """The classifier's display_line (the one ANSI and carriage-return rule), bounded for messages and progress."""
+    line = rules.display_line(line)
+    if line is not None and len(line) > MAX_LINE_CHARS:
         line = line[:MAX_LINE_CHARS] + "..."
     return line
 
