@@ -15,6 +15,8 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
+from ansible_collections.llmops.sglang.plugins.module_utils._procfs import parse_stat
+
 display = Display()
 
 MODULE = 'llmops.sglang.sglang_host_lock'
@@ -27,8 +29,7 @@ def process_start(pid, proc='/proc'):
             stat = handle.read().decode('ascii', 'replace')
     except OSError:
         return ''
-    # the command name (field 2) is in parentheses and may hold spaces: count fields after the last ')'
-    return stat.rsplit(')', 1)[-1].split()[19]
+    return str(parse_stat(stat)[1])
 
 
 def this_controller(play=''):

@@ -26,8 +26,6 @@ import uuid
 from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import write_atomic
 from ansible_collections.llmops.sglang.plugins.module_utils import _procfs
 
-BOOT_ID_PATH = _procfs.BOOT_ID_PATH
-
 
 @dataclasses.dataclass
 class Holder:
@@ -127,10 +125,6 @@ def _stamp(epoch):
     return time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(epoch))
 
 
-def current_boot_id(path=BOOT_ID_PATH):
-    return _procfs.boot_id(path)
-
-
 def read_record(path):
     """(record or None, damage): a missing file is a free lock; an unreadable one is named in ``damage``."""
     try:
@@ -167,7 +161,7 @@ class Outcome:
 
 def apply(path, request, check_mode=False, clock=time.time, boot_id=None):
     """Read the lock at ``path``, decide, and (unless ``check_mode``) write or remove it, all under the guard flock."""
-    boot_id = current_boot_id() if boot_id is None else boot_id
+    boot_id = _procfs.boot_id() if boot_id is None else boot_id
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, mode=0o755, exist_ok=True)
     guard = os.open(path + '.guard', os.O_RDWR | os.O_CREAT, 0o600)
