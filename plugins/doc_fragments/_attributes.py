@@ -8,14 +8,7 @@ from __future__ import annotations
 class ModuleDocFragment:
     """Attributes that ansible.builtin.action_common_attributes does not define."""
 
-    # Private fragment: not part of the collection's public API.
-    IDEMPOTENT = r'''
-attributes:
-  idempotent:
-    description:
-      - When run twice in a row with the same arguments, the second run reports RV(ignore:changed=false)
-        and changes nothing on the target.
-'''
+    # Private fragments: not part of the collection's public API.
 
     # What every module of this collection shares: idempotent, runs on POSIX targets. A plain literal (not
     # IDEMPOTENT + ...): ansible-test's yamllint sanity reads fragments as literals and crashes on an expression. Use it after
@@ -27,6 +20,25 @@ attributes:
       - When run twice in a row with the same arguments, the second run reports RV(ignore:changed=false)
         and changes nothing on the target.
     support: full
+  platform:
+    platforms: posix
+'''
+
+    # A module run by an action plugin of this collection (wait_for_sglang, sglang_host_lock, sglang_run_report): the
+    # plugin runs on the controller, once per host, without async. Use it after ansible.builtin.action_common_attributes
+    # and ansible.builtin.action_common_attributes.flow; a module adds its own check_mode, diff_mode and idempotent support.
+    ACTION = r'''
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  idempotent:
+    description:
+      - When run twice in a row with the same arguments, the second run reports RV(ignore:changed=false)
+        and changes nothing on the target.
   platform:
     platforms: posix
 '''

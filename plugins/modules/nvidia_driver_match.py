@@ -65,7 +65,7 @@ options:
     default: auto
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
@@ -73,10 +73,6 @@ attributes:
   diff_mode:
     support: full
     details: Shows the kernel-module and user-space versions and the driver packages before and after the fix.
-  platform:
-    platforms: posix
-  idempotent:
-    support: full
 notes:
   - Run it with C(become=true); reading the kernel log and installing packages need root.
   - A container sees the host's module through C(/proc/driver/nvidia/version) and C(/sys/module/nvidia); its user

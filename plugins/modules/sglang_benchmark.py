@@ -111,7 +111,7 @@ options:
     default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
@@ -121,8 +121,6 @@ attributes:
   idempotent:
     support: none
     details: Every run measures again; with O(update_baseline=true) an accepted result replaces the baseline.
-  platform:
-    platforms: posix
 notes:
   - The load is real work for the server; run it on a server that takes no production traffic, or with a small load.
   - Figures of different clients, models or loads are never compared; the baseline key holds the model and load.

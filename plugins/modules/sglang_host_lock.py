@@ -85,14 +85,8 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.ACTION
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: Reports whether the lock would be taken or released and writes nothing; it never waits.
@@ -101,8 +95,6 @@ attributes:
   idempotent:
     support: partial
     details: Releasing twice, or renewing one's own lock, changes nothing; every O(state=present) without O(token) takes a new lock.
-  platform:
-    platforms: posix
 notes:
   - Release the lock in an C(always:) section so a failed start does not keep it; a killed controller cannot, which is
     what the stale rules are for.

@@ -51,14 +51,8 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.ACTION
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: Reads registered results only; the same in check mode.

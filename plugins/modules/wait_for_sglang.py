@@ -178,14 +178,8 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
-  - llmops.sglang._attributes.IDEMPOTENT
+  - llmops.sglang._attributes.ACTION
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: One probe round, no waiting; reports RV(status) (V(starting) when nothing is decided yet) and never fails
@@ -195,8 +189,6 @@ attributes:
   idempotent:
     support: full
     details: Only reads; never changes the target.
-  platform:
-    platforms: posix
 notes:
   - Record the log file's size (M(ansible.builtin.stat)) before restarting the server and pass it as O(log_offset) when
     the log is appended across restarts; otherwise a server that had already printed lines before the wait starts may
