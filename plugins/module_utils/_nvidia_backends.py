@@ -59,13 +59,13 @@ class AptBackend(PackageBackend):
     def simulate(self, pins, replaced):
         apt_get = self.host.bin('apt-get')
         if not apt_get:
-            raise FixError('apt-get was not found on the host; install matching user-space packages by hand: %s' % ' '.join(pins))
+            raise FixError('apt-get was not found on the host; install matching user-space packages by hand: %s' % ' '.join(pins), 'no_tool', pins)
         argv = [apt_get, '-s', 'install'] + APT_INSTALL_OPTIONS + list(pins)
         rc, out, err = self.host.run(argv, env=APT_ENV)
         if rc != 0:
             raise FixError('apt-get could not plan the install of %s (rc=%d): %s; check that the repository that provides these '
                            'exact versions is configured and apt-get update has run' % (' '.join(pins), rc, tail(err or out)),
-                           argv=argv, rc=rc, stdout=out, stderr=err)
+                           'plan_failed', pins, argv=argv, rc=rc, stdout=out, stderr=err)
         # apt's plan lists (name, old version, new version)
         return checked_plan('apt-get', self, parse_apt_simulation(out), pins, replaced, argv, out, lambda entry: entry[2])
 
@@ -83,7 +83,7 @@ class AptBackend(PackageBackend):
         rc, out, err = self.host.run(argv, env=APT_ENV)
         if rc != 0:
             raise FixError('installed %s but apt-mark hold failed (rc=%d): %s; hold the packages by hand' % (' '.join(pins), rc, tail(err)),
-                           argv=argv, rc=rc, stdout=out, stderr=err)
+                           'hold_failed', names, argv=argv, rc=rc, stdout=out, stderr=err)
         return {'stdout_lines': out.splitlines()[-20:]}
 
 
@@ -112,7 +112,7 @@ class DnfBackend(PackageBackend):
     def _dnf(self, pins=()):
         dnf = self.host.bin('dnf') or self.host.bin('yum')
         if not dnf:
-            raise FixError('dnf was not found on the host; install matching user-space packages by hand: %s' % ' '.join(pins))
+            raise FixError('dnf was not found on the host; install matching user-space packages by hand: %s' % ' '.join(pins), 'no_tool', pins)
         return dnf
 
     def available_versions(self, names):
@@ -131,7 +131,7 @@ class DnfBackend(PackageBackend):
         if not plan['resolved'] and 'Nothing to do' not in (out or '') + (err or ''):
             raise FixError('dnf could not plan the install of %s (rc=%d): %s; check that the repository that provides these exact '
                            'versions is configured and enabled' % (' '.join(pins), rc, tail(err or out)),
-                           argv=argv, rc=rc, stdout=out, stderr=err)
+                           'plan_failed', pins, argv=argv, rc=rc, stdout=out, stderr=err)
         # dnf's plan lists (name, new epoch:version-release, section title)
         return checked_plan('dnf', self, plan, pins, replaced, argv, out, lambda entry: entry[1])
 
@@ -151,13 +151,13 @@ class DnfBackend(PackageBackend):
         locks = self.locks([self.pin_name(pin) for pin in pins])
         if locks is None:
             raise FixError('the dnf versionlock plugin is not available (dnf versionlock list failed), so the fix could not hold %s; install '
-                           'python3-dnf-plugin-versionlock (yum-plugin-versionlock on EL7) and run again' % ' '.join(pins))
+                           'python3-dnf-plugin-versionlock (yum-plugin-versionlock on EL7) and run again' % ' '.join(pins), 'no_versionlock', pins)
         if locks:
             argv = [self._dnf(), '-q', 'versionlock', 'delete'] + sorted(set(locks))
             rc, out, err = self.host.run(argv)
             if rc != 0:
                 raise FixError('dnf versionlock delete failed (rc=%d): %s; nothing was installed' % (rc, tail(err or out)),
-                               argv=argv, rc=rc, stdout=out, stderr=err)
+                               'unlock_failed', locks, argv=argv, rc=rc, stdout=out, stderr=err)
         return locks
 
     def undo_prepare(self, prepared, result):
@@ -181,7 +181,7 @@ class DnfBackend(PackageBackend):
         rc, out, err = self.host.run(argv)
         if rc != 0:
             raise FixError('installed %s but dnf versionlock add failed (rc=%d): %s; lock the packages by hand'
-                           % (' '.join(pins), rc, tail(err or out)), argv=argv, rc=rc, stdout=out, stderr=err)
+                           % (' '.join(pins), rc, tail(err or out)), 'hold_failed', pins, argv=argv, rc=rc, stdout=out, stderr=err)
         return {'unlocked': list(prepared or []), 'stdout_lines': (out or '').splitlines()[-20:]}
 
 

@@ -22,11 +22,26 @@ from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_versions imp
 
 
 class FixError(Exception):
-    """The fix could not be planned or applied; ``context`` says what was seen (argv, rc, stdout, stderr, restored)."""
+    """The fix could not be planned or applied.
 
-    def __init__(self, msg, **context):
+    ``kind`` says which step refused or failed (one of :data:`FIX_ERRORS`), ``packages`` the packages concerned;
+    ``context`` says what was seen (argv, rc, stdout, stderr, restored).
+    """
+
+    def __init__(self, msg, kind, packages=(), **context):
         super(FixError, self).__init__(msg)
+        self.kind = kind
+        self.packages = list(packages)
         self.context = context
+
+    def to_json(self):
+        return {'kind': self.kind, 'packages': self.packages}
+
+
+# What a FixError's kind can be: the package tool is missing, its dry run failed, the transaction would remove packages
+# it does not replace or touch the kernel side, version locks could not be read or lifted, the install or the hold failed.
+FIX_ERRORS = ('no_tool', 'plan_failed', 'would_remove', 'kernel_side', 'no_versionlock', 'unlock_failed', 'install_failed',
+              'hold_failed')
 
 
 def tail(text, limit=2000):
@@ -234,7 +249,7 @@ class PackageBackend(abc.ABC):
             raise FixError('%s %s failed (rc=%d)%s: %s. %s'
                            % (self.install_label, ' '.join(pins), rc, '; not at the pinned version: %s' % wrong if wrong else '', tail(err or out),
                               self.restored_note if restored['ok'] else '%s: %s' % (self.restore_failed_note, restored)),
-                           argv=argv, rc=rc, stdout=out, stderr=err, restored=restored)
+                           'install_failed', pins, argv=argv, rc=rc, stdout=out, stderr=err, restored=restored)
         result = {'installed': pins, 'held': sorted(wanted)}
         result.update(self.hold(pins, prepared))
         return result
@@ -250,11 +265,12 @@ def checked_plan(tool, backend, plan, pins, replaced, argv, out, new_version):
     removals = [entry[0] for entry in plan['remove'] if entry[0] not in replaced]
     if removals:
         raise FixError('%s would remove %s to install %s; the fix never removes packages it does not replace. Resolve the conflict by hand'
-                       % (tool, ', '.join(removals), ' '.join(pins)), argv=argv, stdout=out)
+                       % (tool, ', '.join(removals), ' '.join(pins)), 'would_remove', removals, argv=argv, stdout=out)
     kernel = [entry[0] for entry in plan['install'] if KERNEL_SIDE_RE.search(entry[0])]
     if kernel:
         raise FixError('%s would also install or upgrade kernel-side packages (%s) to install %s; the fix never touches the kernel module. '
-                       'Install matching user space by hand' % (tool, ', '.join(kernel), ' '.join(pins)), argv=argv, stdout=out)
+                       'Install matching user space by hand' % (tool, ', '.join(kernel), ' '.join(pins)), 'kernel_side', kernel,
+                       argv=argv, stdout=out)
     wanted = set(backend.pin_name(pin) for pin in pins)
     extra = [(entry[0], new_version(entry)) for entry in plan['install'] if entry[0] not in wanted]
     return {'argv': argv, 'install': plan['install'], 'remove': plan['remove'], 'extra': extra}

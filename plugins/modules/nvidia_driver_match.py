@@ -234,6 +234,28 @@ commands:
   type: list
   elements: dict
   sample: [{"argv": ["/usr/bin/dpkg-query", "-W", "-f", "..."], "rc": 0}]
+fix_error:
+  description:
+    - Why the fix refused or failed, as data (the message says it in words).
+    - C(kind) is V(no_tool) (no apt-get or dnf), V(plan_failed) (the dry run failed), V(would_remove) (the transaction would
+      remove packages it does not replace), V(kernel_side) (it would install or upgrade kernel-side packages),
+      V(no_versionlock) (the dnf versionlock plugin is missing), V(unlock_failed), V(install_failed) (the previous packages
+      were put back, see RV(restored)) or V(hold_failed); C(packages) names the packages concerned.
+  returned: when the fix refused or failed
+  type: dict
+  version_added: 0.2.0
+  sample: {"kind": "would_remove", "packages": ["xserver-xorg-video-nouveau"]}
+restored:
+  description: After a failed install, what was put back (C(ok), C(restored) pins, and on dnf C(locks)).
+  returned: when an install failed
+  type: dict
+  sample: {"ok": true, "restored": ["nvidia-smi=535.309.01-0+deb12u1"]}
+argv:
+  description: The failed command.
+  returned: when a fix command failed
+  type: list
+  elements: str
+  sample: ["/usr/bin/apt-get", "install", "-y", "nvidia-smi=535.261.03-1"]
 rc:
   description: Return code of the failed command.
   returned: when a fix command failed
@@ -330,7 +352,7 @@ def _fix(module, reader, backend, verdict, plan, result):
             module.exit_json(**result)
         result['fix_result'] = backend.apply(plan.pins, previous)
     except FixError as exc:
-        result.update(exc.context)
+        result.update(exc.context, fix_error=exc.to_json())
         module.fail_json(msg='%s. %s' % (result['reason'], exc), **result)
     evidence, after = _observe(reader, module.params)
     result.update(userspace=_userspace(after), match=after.match, mismatches=after.mismatches,

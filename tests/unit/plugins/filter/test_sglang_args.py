@@ -11,6 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter.sglang_args import sglang_cli_args, systemd_exec_args
+from ansible_collections.llmops.sglang.plugins.module_utils._sglang_flags import check_args, duplicate_keys, duplicate_message
 
 
 @pytest.mark.parametrize('args, argv', [
@@ -84,20 +85,25 @@ def test_cli_args_known_flags_rejects_unknown_with_close_match():
     args = {'model-path': 'm', 'enforce-disable-flashinfer-allreduce-fusion': True}
     with pytest.raises(AnsibleFilterError) as err:
         sglang_cli_args(args, known_flags=_KNOWN_059)
-    msg = str(err.value)
-    assert '--enforce-disable-flashinfer-allreduce-fusion' in msg
-    assert 'did you mean --enable-flashinfer-allreduce-fusion' in msg
-    assert '--model-path' not in msg.split('does not define')[1]
+    # What the filter decides on (the rule it shares with sglang_server_flags): one unknown flag, its close match.
+    unknown, problems = check_args(args, {'flags': ['--' + flag.lstrip('-') for flag in _KNOWN_059], 'boolean_flags': None})
+    assert unknown == [{'key': 'enforce-disable-flashinfer-allreduce-fusion', 'flag': '--enforce-disable-flashinfer-allreduce-fusion',
+                        'did_you_mean': ['--enable-flashinfer-allreduce-fusion']}]
+    assert problems == []
+    # The golden message of the unknown-flag status.
+    assert str(err.value) == ('sglang_cli_args: the installed SGLang does not define this flag: --enforce-disable-flashinfer-allreduce-fusion '
+                              '(did you mean --enable-flashinfer-allreduce-fusion?). Fix the name, or drop the flag for this release '
+                              '(known_flags lists %d flags)' % len(_KNOWN_059))
 
 
 def test_cli_args_known_flags_names_every_unknown_flag():
-    with pytest.raises(AnsibleFilterError) as err:
-        sglang_cli_args({'tp': 2, 'mem_fraction': 0.8, 'zzzz': 1}, known_flags=_KNOWN_059)
-    msg = str(err.value)
-    for flag in ('--tp ', '--mem-fraction ', '--zzzz'):
-        assert flag in msg + ' '
-    assert 'these flags' in msg
-    assert 'did you mean --mem-fraction-static' in msg
+    args = {'tp': 2, 'mem_fraction': 0.8, 'zzzz': 1}
+    with pytest.raises(AnsibleFilterError):
+        sglang_cli_args(args, known_flags=_KNOWN_059)
+    unknown, dummy = check_args(args, {'flags': ['--' + flag.lstrip('-') for flag in _KNOWN_059], 'boolean_flags': None})
+    assert [item['flag'] for item in unknown] == ['--tp', '--mem-fraction', '--zzzz']
+    assert '--mem-fraction-static' in unknown[1]['did_you_mean']
+    assert unknown[2]['did_you_mean'] == []
 
 
 def test_cli_args_unknown_flag_even_when_false():
@@ -153,11 +159,12 @@ def test_cli_args_duplicate_keys_whatever_their_values():
 
 
 def test_cli_args_three_keys_and_two_flags_in_one_message():
+    args = {'tp_size': 1, 'port': 1, 'tp-size': 2, '--tp_size': 3, '--port': 2}
     with pytest.raises(AnsibleFilterError) as err:
-        sglang_cli_args({'tp_size': 1, 'port': 1, 'tp-size': 2, '--tp_size': 3, '--port': 2})
-    msg = str(err.value)
-    assert "'tp_size', 'tp-size' and '--tp_size' all name --tp-size" in msg and '--tp-size would be given 3 times' in msg
-    assert "; 'port' and '--port' both name --port" in msg
+        sglang_cli_args(args)
+    assert duplicate_keys(args) == [('--tp-size', ['tp_size', 'tp-size', '--tp_size']), ('--port', ['port', '--port'])]
+    # Both in one message, in the order the flags first appear (the two-key wording is the golden one above).
+    assert str(err.value) == 'sglang_cli_args: ' + '; '.join(duplicate_message(flag, keys) for flag, keys in duplicate_keys(args))
 
 
 def test_cli_args_duplicates_checked_before_known_flags():

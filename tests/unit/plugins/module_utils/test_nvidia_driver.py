@@ -610,7 +610,8 @@ def test_fix_with_real_apt_cache_madison():
     proc_gone = proc.replace('535.261.03', '535.247.01')
     facts = evaluate({'dpkg': dpkg, 'proc_version': proc_gone, 'available': available})
     assert facts['fix_packages'] == []
-    assert 'no version 535.247.01' in facts['fix_skipped'][0]['reason']
+    assert [item['name'] for item in facts['fix_skipped']] == ['libnvidia-ml1', 'nvidia-smi']
+    assert facts['fix_skipped'][0]['reason'] == 'no version 535.247.01 of libnvidia-ml1 is available from the configured repositories'
 
 
 def test_real_apt_simulation_parse():

@@ -105,11 +105,14 @@ def test_mismatch_fails_with_what_differs_and_the_fix(run_module):
     assert result['match'] is False
     assert result['in_container'] is True and result['container_kind'] == 'lxc'
     assert result['kernel_module']['flavor'] == 'proprietary'
-    assert '520.56.06' in result['msg'] and '525.85.12' in result['msg']
-    # madison listed nothing: the pure rule still derives the -1 pin, and the message names it.
+    assert result['kernel_module']['version'] == '520.56.06' and result['recommended_action'] == 'install_userspace'
+    # madison listed nothing: the pure rule still derives the -1 pin.
     assert result['fix_packages'] == ['nvidia-smi=520.56.06-1']
-    assert 'nvidia-smi=520.56.06-1' in result['msg']
     assert {'component': 'package nvidia-smi', 'version': '525.85.12', 'expected': '520.56.06'} in result['mismatches']
+    # The golden message of the drift status: what differs, where it was read, and the fix.
+    assert result['msg'] == result['reason'] == (
+        'NVIDIA driver drift: kernel module 520.56.06 (from /proc/driver/nvidia/version) but user space has package nvidia-smi '
+        '525.85.12; fix=true installs nvidia-smi=520.56.06-1 and holds them')
 
 
 def test_no_module_is_null_not_failed(run_module):
@@ -117,13 +120,18 @@ def test_no_module_is_null_not_failed(run_module):
     assert not result.get('failed')
     assert result['match'] is None
     assert result['recommended_action'] == 'load_module'
-    assert 'no NVIDIA kernel module is loaded' in result['reason']
+    assert result['kernel_module'] == {'version': None, 'flavor': None, 'source': None, 'file_version': None}
+    assert result['mismatches'] == [] and result['fix_packages'] == []
 
 
 def test_no_module_with_expected_version_fails(run_module):
     result = run_module({'expected_version': '570.148.08'}, Host([{'container_files': {}}]))
     assert result['failed'] is True
-    assert '570.148.08' in result['msg'] and 'no NVIDIA kernel module is loaded' in result['msg']
+    assert result['kernel_module']['version'] is None and result['recommended_action'] == 'load_module'
+    # The golden message of the no-module status.
+    assert result['msg'] == ('expected NVIDIA kernel module 570.148.08, but no NVIDIA kernel module is loaded (/proc/driver/nvidia/version '
+                             'and /sys/module/nvidia are absent); load the driver (modprobe nvidia) or install it with the '
+                             'llmops.sglang.nvidia_driver role')
 
 
 @pytest.mark.parametrize('expected, failed', [('565.57.01', False), ('565', False), ('565.57', True), ('570.148.08', True)])
@@ -227,7 +235,8 @@ def test_failed_install_restores_previous_packages(run_module):
     host.commands['apt-get install'] = install
     result = run_module({'fix': True}, host)
     assert result['failed'] is True
-    assert 'The previous packages are in place' in result['msg']
+    assert result['fix_error'] == {'kind': 'install_failed', 'packages': ['libnvidia-ml1=535.261.03-1', 'nvidia-smi=535.261.03-1']}
+    assert result['rc'] == 100
     assert result['restored']['ok'] is True
     assert result['restored']['restored'] == ['nvidia-smi=535.309.01-0+deb12u1']
     assert restore_calls
@@ -240,7 +249,8 @@ def test_fix_refuses_removals_it_does_not_replace(run_module):
                                               'Inst nvidia-smi [535.309.01-0+deb12u1] (535.261.03-1 Debian:12.15/oldstable [amd64])\n', '')
     result = run_module({'fix': True}, host)
     assert result['failed'] is True
-    assert 'would remove xserver-xorg-video-nouveau' in result['msg']
+    assert result['fix_error'] == {'kind': 'would_remove', 'packages': ['xserver-xorg-video-nouveau']}
+    assert result['changed'] is False
     assert not any(argv[0].endswith('apt-get') and argv[1] == 'install' for argv in host.ran)
 
 
@@ -249,7 +259,8 @@ def test_fix_refuses_kernel_side_packages(run_module):
     host.commands['apt-get -s install'] = (0, 'Inst nvidia-kernel-dkms (535.261.03-1 Debian:12.15/oldstable [amd64])\n', '')
     result = run_module({'fix': True}, host)
     assert result['failed'] is True
-    assert 'kernel-side packages (nvidia-kernel-dkms)' in result['msg']
+    assert result['fix_error'] == {'kind': 'kernel_side', 'packages': ['nvidia-kernel-dkms']}
+    assert not any(argv[0].endswith('apt-get') and argv[1] == 'install' for argv in host.ran)
 
 
 def test_bare_host_with_newer_module_file_says_reboot(run_module):
@@ -258,7 +269,8 @@ def test_bare_host_with_newer_module_file_says_reboot(run_module):
     result = run_module({'fix': True}, host)
     assert result['failed'] is True
     assert result['recommended_action'] == 'reboot'
-    assert 'reboot' in result['msg']
+    assert result['kernel_module']['file_version'] == '535.309.01' and result['kernel_module']['version'] == '535.261.03'
+    assert 'fix_error' not in result and 'fix_result' not in result
     assert not any(argv[0].endswith('apt-get') for argv in host.ran)
 
 
@@ -357,7 +369,15 @@ def test_dnf_failed_install_restores_packages_and_locks(run_module):
     })
     result = run_module({'fix': True, 'package_manager': 'dnf'}, host)
     assert result['failed'] is True
-    assert 'Status code: 404' in result['msg'] and 'The previous packages and version locks are in place' in result['msg']
+    pins = sorted('%s-535.309.01-1.el9' % name for name in DNF_NAMES)
+    assert result['fix_error'] == {'kind': 'install_failed', 'packages': pins}
+    # The golden message of a failed install: the verdict, the command, what it printed, and that nothing is lost.
+    assert result['msg'] == (
+        'NVIDIA driver drift: kernel module 535.309.01 (from /proc/driver/nvidia/version) but user space has %s; fix=true installs %s and '
+        "holds them. dnf install %s failed (rc=1); not at the pinned version: %s: Error: Error downloading packages:\n  Status code: 404. "
+        'The previous packages and version locks are in place.'
+        % (', '.join('package %s 535.261.03' % name for name in DNF_NAMES), ' '.join(pins), ' '.join(pins),
+           dict((name, '535.261.03-1.el9') for name in DNF_NAMES)))
     assert sorted(added) == sorted('%s-3:535.261.03-1.el9.*' % name for name in DNF_NAMES)
     assert result['restored']['ok'] is True and result['restored']['restored'] == []
 
@@ -370,5 +390,5 @@ def test_dnf_fix_refuses_a_transaction_that_removes_or_touches_the_kernel_side(r
     host = _dnf_host({'dnf --assumeno': (1, table, '')})
     result = run_module({'fix': True, 'package_manager': 'dnf'}, host, check_mode=True)
     assert result['failed'] is True
-    assert 'would remove xorg-x11-drv-nouveau' in result['msg']
+    assert result['fix_error'] == {'kind': 'would_remove', 'packages': ['xorg-x11-drv-nouveau']}
     assert not any('-y' in argv for argv in host.ran)
