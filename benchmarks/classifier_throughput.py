@@ -129,6 +129,7 @@ def baseline_module(rev):
         handle.write(source)
     spec = importlib.util.spec_from_file_location("baseline_sglang_log", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module   # dataclasses look their module up while the class is made
     spec.loader.exec_module(module)
     return module
 

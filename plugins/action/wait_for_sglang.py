@@ -245,6 +245,7 @@ class ActionModule(ActionBase):
             display.vvv('connection reset failed: %s' % reset_exc, host=host)
 
     def run(self, tmp=None, task_vars=None):
+        task_start = time.monotonic()
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp  # not used
@@ -272,6 +273,8 @@ class ActionModule(ActionBase):
         try:
             while True:
                 module_args = dict(new_args, _state=state, _round_seconds=round_seconds, _host=host)
+                if not state:  # the first round: timeout counts from the task's start (see the module's _spent)
+                    module_args['_spent'] = time.monotonic() - task_start
                 try:
                     res = reconnect.call(
                         lambda: self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars),

@@ -71,6 +71,19 @@ def boot_id(path=None):
         return ''
 
 
+def process_age(pid='self', proc_root='/proc'):
+    """Seconds since process ``pid`` started (/proc/<pid>/stat starttime against /proc/uptime, both since boot;
+    10 ms resolution), or 0.0 when /proc cannot tell (not Linux)."""
+    try:
+        with open('%s/%s/stat' % (proc_root, pid), encoding='utf-8', errors='replace') as handle:
+            start_ticks = parse_stat(handle.read())[1]
+        with open('%s/uptime' % proc_root, encoding='ascii') as handle:
+            uptime = float(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, uptime - start_ticks / float(os.sysconf('SC_CLK_TCK')))
+
+
 def unit_of_cgroup(cgroup):
     """The systemd unit a cgroup path belongs to (the innermost .service or .scope), or ''."""
     found = _UNIT_RE.findall(cgroup or '')

@@ -51,6 +51,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils._sglang_rules import
     PhraseRule,
     better,
     gates_after,
+    literal_alternation,
     last_segment,
     max_stage,
     phrase_of,
@@ -88,10 +89,9 @@ _NOISE_RE = re.compile(
     r"|^\[W\d* |^\[rank\d+\]:\[W|^Exception ignored in|^sys:1: ")
 _BENIGN_TB_INTROS = ("Exception ignored in", "--- Logging error ---", "Error in atexit")
 # Gates of everything that can decide while no traceback is open (phrases and traceback structure).
-_CRASH_GATE_RE = re.compile("|".join(re.escape(g) for g in sorted(set(
-    [g for rule in PHRASE_RULES for g in rule.gates] + list(STRUCTURE_GATES)))))
+_CRASH_GATE_RE = re.compile(literal_alternation([g for rule in PHRASE_RULES for g in rule.gates] + list(STRUCTURE_GATES)))
 _GATE_CACHE = {}
-_ARGS_RE = re.compile("|".join(re.escape(marker) for marker in ARGS_MARKERS))
+_ARGS_RE = re.compile(literal_alternation(ARGS_MARKERS))
 _DIGIT_RE = re.compile(r"[1-9]")   # every digit to 0: same length, same shape
 _INERT_MAX = 4096
 
@@ -101,7 +101,7 @@ def _gate_re(stage, extra):
     key = (stage, extra)
     regex = _GATE_CACHE.get(key)
     if regex is None:
-        source = "|".join(re.escape(g) for g in gates_after(stage))
+        source = literal_alternation(gates_after(stage))
         if extra:
             source += "|" + "|".join("(?:%s)" % p for p in extra)
         regex = _GATE_CACHE[key] = re.compile(source)

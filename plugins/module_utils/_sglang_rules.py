@@ -293,7 +293,28 @@ def phrase_of(clean, seg):
     return None
 
 
-_PHRASE_GATE_RE = re.compile("|".join(re.escape(g) for rule in PHRASE_RULES for g in rule.gates))
+def literal_alternation(words):
+    """Regex source matching any of ``words``, factored into a trie (``E(?:rror|xit)`` rather than
+    ``Error|Exit``): Python's ``re`` tries each alternative at each position, so sharing prefixes makes the
+    gate search on a backlog about a quarter faster (benchmarks/classifier_throughput.py). Same language."""
+    trie = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+    return _trie_source(trie)
+
+
+def _trie_source(node):
+    branches = [re.escape(char) + _trie_source(child) for char, child in sorted(node.items()) if char]
+    if not branches:
+        return ""
+    source = branches[0] if len(branches) == 1 else "(?:%s)" % "|".join(branches)
+    return "(?:%s)?" % source if "" in node else source
+
+
+_PHRASE_GATE_RE = re.compile(literal_alternation(g for rule in PHRASE_RULES for g in rule.gates))
 
 
 def gates_after(stage):

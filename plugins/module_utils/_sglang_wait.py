@@ -41,6 +41,7 @@ LINGER = 2.0        # seconds a round goes on after a stage change before it ret
 LINGER_LATE = 5.0   # from http_listening on: warmup and the ready line follow within seconds
 LINGER_QUIET = 0.3  # ... and the round ends only in a pause of the log, so a burst's last (often decisive) line is
 LINGER_MAX = 3.0    # read in this round rather than after the next module's start-up; at most this much later
+LAST_ROUND_MARGIN = 0.5   # seconds: see WaitRound._last_round
 
 
 @dataclass
@@ -88,13 +89,17 @@ class WaitRound:
     """Runs one round of the wait. Construct with the carried state (WaitState.to_json(), or None for the first)."""
 
     def __init__(self, params, state=None, run_command=None, clock=time.monotonic, sleeper=time.sleep,
-                 journal_stream_factory=None):
+                 journal_stream_factory=None, spent=0.0):
         # journal_stream_factory(invocation_id, cursor) -> JournalStream: follow the journal with one
-        # `journalctl -f` per round; None = run journalctl once per probe tick instead
+        # `journalctl -f` per round; None = run journalctl once per probe tick instead.
+        # spent: seconds this round's process took to start (with the controller's share in a first round, see
+        # WaitState.fresh); a round that would end so close to the timeout that the next one could not start in time
+        # goes on to the timeout itself.
         self.p = params
+        self.startup = max(0.0, spent)
         self.clock = clock
         self.sleeper = sleeper
-        self.state = WaitState.restore(state, clock())
+        self.state = WaitState.restore(state, clock(), spent)
         self.events = Events()
         self.classifier = LogClassifier(params.crash_patterns, params.ignore_patterns, state=self.state.classifier)
         run_command = run_command or local_run
@@ -134,7 +139,7 @@ class WaitRound:
             if verdict.status is not None:
                 return verdict.status
             now = self.clock()
-            if round_end is not None:
+            if round_end is not None and not self._last_round(now):
                 if now >= round_end:
                     return "starting"
                 if changed_at is None and (self.classifier.stage != stage0 or self._bucket() != bucket0):
@@ -149,6 +154,11 @@ class WaitRound:
                         return "starting"
             if not backlog:
                 self.sleeper(max(0.005, self._pause(next_probe)))
+
+    def _last_round(self, now):
+        """Whether the next round could not start before the timeout: its module start-up (as long as this round's,
+        plus a margin) would carry the verdict past it, so this round goes on to the verdict."""
+        return self.state.start + self.p.timeout - now <= 2 * self.startup + LAST_ROUND_MARGIN
 
     def _pause(self, next_probe):
         if self.source is not None and self.source.live:

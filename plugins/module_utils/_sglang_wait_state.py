@@ -137,15 +137,17 @@ class WaitState(JsonRecord):
     rebooted: Optional[List[str]] = None           # [old, new] boot id: the host rebooted during the wait
 
     @classmethod
-    def fresh(cls, now):
-        return cls(start=now, last_change=now, quiet_since=now)
+    def fresh(cls, now, spent=0.0):
+        """A new wait; ``spent`` seconds of it passed before this process could look (the task's start-up), so
+        that ``timeout`` counts from the task's start and not from the module's."""
+        return cls(start=now - max(0.0, spent), last_change=now, quiet_since=now)
 
     @classmethod
-    def restore(cls, data, now):
-        """The carried state, or a fresh one when there is none or it is of another version. A monotonic clock that
-        went back (the host rebooted between rounds) restarts the clock."""
+    def restore(cls, data, now, spent=0.0):
+        """The carried state, or a fresh one (see fresh) when there is none or it is of another version. A monotonic
+        clock that went back (the host rebooted between rounds) restarts the clock."""
         if not isinstance(data, dict) or data.get("v") != STATE_VERSION or "start" not in data:
-            return cls.fresh(now)
+            return cls.fresh(now, spent)
         state = cls.from_json(data)
         if now < state.start:
             state.start = state.last_change = state.quiet_since = now

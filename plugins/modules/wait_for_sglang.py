@@ -158,6 +158,12 @@ options:
     description:
       - Internal. Longest duration of one round in seconds, set by the action plugin. Do not set it.
     type: float
+  _spent:
+    description:
+      - Internal. Seconds the task ran on the controller before the first round was sent, set by the action plugin
+        so that O(timeout) counts from the task's start. Do not set it.
+    type: float
+    version_added: 0.2.0
   _host:
     description:
       - Internal. Inventory name of the host, set by the action plugin for messages. Do not set it.
@@ -428,6 +434,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import JournalStream, journal_follow_argv
 from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils._procfs import process_age
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import TERMINAL, WaitParams, WaitRound
 
 
@@ -455,6 +462,7 @@ def argument_spec():
         # private, set by the action plugin only; stripped from invocation.module_args
         _state=dict(type='raw'),
         _round_seconds=dict(type='float'),
+        _spent=dict(type='float'),
         _host=dict(type='str'),
     )
 
@@ -518,8 +526,11 @@ def main():
         return JournalStream.spawn(journal_follow_argv(invocation_id, cursor, bins['journalctl']))
 
     stream_factory = follow_journal if p['unit'] and not p['log_path'] else None
+    # A first round counts what passed before it could look: the controller's share and this process's start-up
+    # (AnsiballZ, imports), so that a task's timeout is the user's timeout whatever the transport costs.
+    spent = (p['_spent'] or 0.0) + process_age()
     wait_round = WaitRound(params, state=(state or None) if isinstance(state, dict) else None, run_command=run_command,
-                           journal_stream_factory=stream_factory)
+                           journal_stream_factory=stream_factory, spent=spent)
     res = wait_round.run(round_seconds)
     if driven:  # the round's state and progress events go back to the action plugin
         module.exit_json(changed=False, invocation=invocation, **res)

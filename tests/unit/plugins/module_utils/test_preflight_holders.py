@@ -16,7 +16,8 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _gpu_holders as gh
 from ansible_collections.llmops.sglang.plugins.module_utils import _proc_stop as ps
-from ansible_collections.llmops.sglang.plugins.module_utils._procfs import Proc, parse_cgroup, parse_stat, read_processes, unit_of_cgroup
+from ansible_collections.llmops.sglang.plugins.module_utils._procfs import (
+    Proc, parse_cgroup, parse_stat, process_age, read_processes, unit_of_cgroup)
 
 import preflight_procs as pp
 
@@ -184,3 +185,21 @@ def test_a_reused_pid_is_never_signalled(devices, spawner):
     outcome = ps.stop([seen], term_timeout=0.2, kill_timeout=0.2, kill=lambda p, s: sent.append((p, s)))
     assert sent == [] and outcome[0]['signal'] is None and outcome[0]['stopped'] is True
     assert not pp.wait_gone(pid, timeout=0.2)
+
+
+def test_process_age_of_a_real_process():
+    """How long a process has run, from /proc (the wait counts its own start-up into timeout with it)."""
+    import subprocess
+    import time
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        time.sleep(0.5)
+        age = process_age(proc.pid)
+        assert 0.4 <= age <= 10.0
+        assert process_age(proc.pid) >= age
+    finally:
+        proc.kill()
+        proc.wait()
+    # a process that is gone, or a /proc that cannot tell, counts nothing
+    assert process_age(proc.pid) == 0.0
+    assert process_age("self", proc_root="/nonexistent") == 0.0

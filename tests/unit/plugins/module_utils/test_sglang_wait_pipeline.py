@@ -233,6 +233,41 @@ def test_a_round_ends_on_time_over_a_backlog_and_the_next_goes_on(tmp_path):
     assert res["log_offset_end"] > first
 
 
+def test_a_first_round_counts_the_start_up_before_it_could_look(tmp_path):
+    """The task's time before the module could look (controller, transfer, interpreter start) is part of timeout:
+    a wait whose start-up took 3 s of a 10 s timeout times out 7 s after it first looks, with elapsed 10."""
+    log = tmp_path / "server.log"
+    log.write_text(start_lines(3))
+    ft = FakeTime()
+    t0 = ft.now
+    res = WaitRound(WaitParams(log_path=str(log), log_offset=0, timeout=10, stall_timeout=0), clock=ft.clock,
+                    sleeper=ft.sleep, spent=3.0).run(None)
+    assert res["status"] == "timeout"
+    assert 7.0 <= ft.now - t0 <= 7.0 + READ_SLICE
+    assert 10.0 <= res["elapsed"] <= 10.0 + READ_SLICE
+    # later rounds carry the start; their own start-up does not move it
+    state = WaitState.fresh(100.0, spent=3.0)
+    assert WaitState.restore(state.to_json(), 105.0, spent=9.0).start == 97.0
+
+
+def test_a_round_near_the_timeout_goes_on_to_the_verdict(tmp_path):
+    """A round that would end less than the next round's start-up before the timeout goes on to the timeout itself:
+    otherwise the next module's start-up (seconds on a loaded host) would carry the verdict past it."""
+    log = tmp_path / "server.log"
+    log.write_text("")   # no stage change: the round would run to its length
+    params = WaitParams(log_path=str(log), log_offset=0, timeout=10, stall_timeout=0)
+    ft = FakeTime()
+    t0 = ft.now
+    # round length 8 s, start-up 1 s: 2 s are left after it, less than 2 x 1 s + margin
+    res = WaitRound(params, clock=ft.clock, sleeper=ft.sleep, spent=1.0).run(8.0)
+    assert res["status"] == "timeout" and ft.now - t0 <= 9.0 + READ_SLICE
+    # with a quick start-up the round ends on time and the next one decides
+    ft = FakeTime()
+    t0 = ft.now
+    res = WaitRound(params, clock=ft.clock, sleeper=ft.sleep, spent=0.1).run(8.0)
+    assert res["status"] == "starting" and ft.now - t0 <= 8.0 + READ_SLICE
+
+
 def test_one_stage_event_per_stage_even_when_one_read_spans_several(tmp_path):
     log = tmp_path / "server.log"
     log.write_text("[2030-01-02 03:04:01 TP0] Init torch distributed begin.\n"
