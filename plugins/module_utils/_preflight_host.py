@@ -23,6 +23,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils import _model_disk a
 from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_evidence import EvidenceReader, parse_nvidia_smi
 from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_host import HostCommands
 from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_verdict import evaluate
+from ansible_collections.llmops.sglang.plugins.module_utils._procfs import read_processes
 from ansible_collections.llmops.sglang.plugins.module_utils import _ports as pt
 from ansible_collections.llmops.sglang.plugins.module_utils import _preflight as pf
 from ansible_collections.llmops.sglang.plugins.module_utils import _proc_stop as ps
@@ -196,3 +197,33 @@ def verify(checks, stopped, removed, leaks):
     if left and 'shm' in by_name:
         by_name['shm'].status = pf.FAILED
         by_name['shm'].problems.append('could not remove %s. Remove them by hand.' % ', '.join(left))
+
+
+def preflight(module, params):
+    """The whole pre-flight on this host (observe, decide, clean up unless in check mode, verify) as the module's
+    result; ``ok`` is False when a check failed. The sglang_preflight module and the restart's GPU release check
+    (sglang_restart) both run it."""
+    host = PreflightHost(module)
+    unit = host.unit_state(params['unit'])
+    user = params['user'] or unit['user']
+    context = {'unit': params['unit'], 'active': unit['active'], 'uid': host.uid_of(user)}
+    procs = read_processes(skip=(os.getpid(),))
+    checks, stop_pids, leaks, rank = check_all(host, params, module.check_mode, procs, context)
+    acting = params['cleanup'] and bool(stop_pids or leaks)
+    stopped, removed = [], []
+    if acting and not module.check_mode:
+        stopped, removed = cleanup(params, procs, stop_pids, leaks, context['uid'])
+        verify(checks, stopped, removed, leaks)
+    elif acting:
+        stopped = [{'pid': pid, 'title': procs[pid].title, 'user': procs[pid].user, 'signal': None, 'stopped': False, 'error': None}
+                   for pid in stop_pids]
+        removed = [leak['path'] for leak in leaks]
+    failed = [check.name for check in checks if check.status == pf.FAILED]
+    message = pf.failure_message(checks, params['unit']) if failed else 'pre-flight for %s ok' % params['unit']
+    result = dict(changed=acting, ok=not failed, msg=message, summary=pf.summary_line(checks), failed_checks=failed,
+                  checks=dict((check.name, check.to_json()) for check in checks), stopped=stopped, removed=removed,
+                  rank=rank, unit_active=unit['active'], commands=host.commands)
+    if module._diff and acting:  # pylint: disable=protected-access
+        result['diff'] = dict(before=''.join('process %s\n' % entry['pid'] for entry in stopped) + ''.join('file %s\n' % leak['path'] for leak in leaks),
+                              after='', before_header='orphans and leaked shared memory of %s' % params['unit'], after_header='after cleanup')
+    return result

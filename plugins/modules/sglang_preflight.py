@@ -251,14 +251,11 @@ commands:
   sample: [{argv: [/usr/bin/systemctl, show, --no-pager, -p, 'ActiveState,User', --, sglang.service], rc: 0}]
 '''
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _gpu_holders as gh
 from ansible_collections.llmops.sglang.plugins.module_utils import _preflight as pf
 from ansible_collections.llmops.sglang.plugins.module_utils import _preflight_host as ph
-from ansible_collections.llmops.sglang.plugins.module_utils._procfs import read_processes
 
 
 def main():
@@ -282,31 +279,8 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    host = ph.PreflightHost(module)
-    unit = host.unit_state(params['unit'])
-    user = params['user'] or unit['user']
-    context = {'unit': params['unit'], 'active': unit['active'], 'uid': host.uid_of(user)}
-    procs = read_processes(skip=(os.getpid(),))
-    checks, stop_pids, leaks, rank = ph.check_all(host, params, module.check_mode, procs, context)
-    acting = params['cleanup'] and bool(stop_pids or leaks)
-    stopped, removed = [], []
-    if acting and not module.check_mode:
-        stopped, removed = ph.cleanup(params, procs, stop_pids, leaks, context['uid'])
-        ph.verify(checks, stopped, removed, leaks)
-    elif acting:
-        stopped = [{'pid': pid, 'title': procs[pid].title, 'user': procs[pid].user, 'signal': None, 'stopped': False, 'error': None}
-                   for pid in stop_pids]
-        removed = [leak['path'] for leak in leaks]
-    failed = [check.name for check in checks if check.status == pf.FAILED]
-    message = pf.failure_message(checks, params['unit']) if failed else 'pre-flight for %s ok' % params['unit']
-    result = dict(changed=acting, ok=not failed, msg=message, summary=pf.summary_line(checks), failed_checks=failed,
-                  checks=dict((check.name, check.to_json()) for check in checks), stopped=stopped, removed=removed,
-                  rank=rank, unit_active=unit['active'], commands=host.commands)
-    if module._diff and acting:
-        result['diff'] = dict(before=''.join('process %s\n' % entry['pid'] for entry in stopped) + ''.join('file %s\n' % leak['path'] for leak in leaks),
-                              after='', before_header='orphans and leaked shared memory of %s' % params['unit'], after_header='after cleanup')
-    if failed and params['fail_on_problems']:
+    result = ph.preflight(module, module.params)
+    if not result['ok'] and module.params['fail_on_problems']:
         module.fail_json(**result)
     module.exit_json(**result)
 

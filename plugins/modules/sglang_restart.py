@@ -1,0 +1,206 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: sglang_restart
+short_description: Restart an SGLang unit in one host-side step that a killed controller cannot cut
+version_added: 0.2.0
+description:
+  - Reloads systemd, stops O(unit), checks that the stopped unit released its GPUs (the C(gpus) check of
+    M(llmops.sglang.sglang_preflight) with O(llmops.sglang.sglang_preflight#module:unit_stopped=true)), measures the
+    size of O(log_path), starts O(unit) and enables it, all in this one module process on the host.
+  - A controller killed (SIGKILL of C(ansible-playbook)) or a link lost while the module runs cannot leave the unit
+    stopped, because nothing between the stop and the start waits for the controller. The hang-up (C(SIGHUP)) and
+    broken pipe (C(SIGPIPE)) of the lost SSH session are ignored from the stop to the start.
+  - The log size is measured between the stop and the start, so the old run's shutdown lines stay before
+    RV(log_size), the offset M(llmops.sglang.sglang_run_offset) keeps for the new run.
+  - A failed GPU release check leaves the unit stopped and fails with the holder named. A start now would fail to
+    allocate GPU memory.
+options:
+  unit:
+    description: The server's systemd unit.
+    type: str
+    default: sglang.service
+  log_path:
+    description: The server's log file (its C(StandardOutput=append:) path). Empty measures nothing (RV(log_size) is V(null)).
+    type: str
+    default: ''
+  daemon_reload:
+    description: Run C(systemctl daemon-reload) first, so that a changed unit file is the one started.
+    type: bool
+    default: true
+  enable:
+    description: Enable O(unit) after its start.
+    type: bool
+    default: true
+  release_check:
+    description: Check after the stop that no process holds the server's GPUs any more.
+    type: bool
+    default: true
+  user:
+    description: The service user, for telling the server's orphans apart (the release check). Defaults to the unit's C(User=).
+    type: str
+  environment:
+    description: The server's environment; its C(CUDA_VISIBLE_DEVICES) says which GPUs the release check looks at.
+    type: dict
+    default: {}
+  gpu_devices:
+    description: The server's GPU device nodes, as O(llmops.sglang.sglang_preflight#module:gpu_devices).
+    type: list
+    elements: path
+    default: []
+  shared_devices:
+    description: Device nodes every CUDA process opens, as O(llmops.sglang.sglang_preflight#module:shared_devices).
+    type: list
+    elements: path
+    default: [/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools]
+  cleanup:
+    description: Stop the server's orphans still holding its GPUs after the stop (never another process).
+    type: bool
+    default: false
+  stop_timeout:
+    description: Seconds an orphan gets to exit after SIGTERM before it gets SIGKILL.
+    type: float
+    default: 10
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - llmops.sglang._attributes.MODULE
+attributes:
+  check_mode:
+    support: full
+    details: Reports the steps it would run and the log size now; stops nothing.
+  diff_mode:
+    support: none
+notes:
+  - Needs root (C(become=true)).
+  - A SIGKILL of the module process itself on the host (not of the controller) can still cut it; the next run's
+    C(Enable and start SGLang) of the P(llmops.sglang.sglang_service#role) role starts the unit then.
+seealso:
+  - module: llmops.sglang.sglang_preflight
+  - module: llmops.sglang.sglang_run_offset
+author:
+  - llmops.sglang contributors (@llmops)
+'''
+
+EXAMPLES = r'''
+- name: Restart SGLang in one step
+  llmops.sglang.sglang_restart:
+    unit: sglang.service
+    log_path: /var/log/sglang/sglang.log
+    environment:
+      CUDA_VISIBLE_DEVICES: "0,1"
+    cleanup: true
+  register: restart
+
+- name: Find where the new run starts in the log
+  llmops.sglang.sglang_run_offset:
+    unit: sglang.service
+    path: /var/lib/sglang/sglang.run.json
+    log_size: "{{ restart.log_size }}"
+'''
+
+RETURN = r'''
+msg:
+  description: What the restart did, or what failed, what state the unit is in and what to do.
+  returned: always
+  type: str
+  sample: restarted sglang.service (daemon-reload 0.1s, stop 1.2s, release 0.3s, measure 0.0s, start 0.1s, enable 0.2s)
+log_size:
+  description: Size in bytes of O(log_path) between the stop and the start; V(null) without O(log_path) or before the stop.
+  returned: always
+  type: int
+  sample: 183204
+steps:
+  description: The steps in order with their exit code (V(null) in check mode), seconds and detail.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: stop, rc: 0, seconds: 1.2, detail: ''}, {name: start, rc: 0, seconds: 0.1, detail: ''}]
+release:
+  description: The GPU release check's result (the keys of M(llmops.sglang.sglang_preflight)'s result); V(null) when not run.
+  returned: always
+  type: dict
+  sample: {ok: true, summary: 'gpus ok (2 GPUs, no other holder)', failed_checks: [], stopped: []}
+previous_invocation:
+  description: The unit's C(InvocationID) before the restart (empty when it was not running).
+  returned: always
+  type: str
+  sample: 4f5b0a3c2d1e4f6a8b9c0d1e2f3a4b5c
+invocation:
+  description: The unit's C(InvocationID) after the restart.
+  returned: always
+  type: str
+  sample: 9a8b7c6d5e4f30211f2e3d4c5b6a7980
+active_state:
+  description: The unit's C(ActiveState) after the restart.
+  returned: always
+  type: str
+  sample: active
+failed_step:
+  description: The step that failed (V(stop), V(release), V(start), ...); V(null) when the unit was restarted.
+  returned: always
+  type: str
+  sample: null
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils import _gpu_holders as gh
+from ansible_collections.llmops.sglang.plugins.module_utils import _preflight_host as ph
+from ansible_collections.llmops.sglang.plugins.module_utils import _restart as rs
+from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
+from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
+
+
+def release_params(p):
+    """The sglang_preflight parameters of the GPU release check."""
+    return dict(unit=p['unit'], user=p['user'], environment=p['environment'], gpu_devices=p['gpu_devices'],
+                shared_devices=p['shared_devices'], cleanup=p['cleanup'], stop_timeout=p['stop_timeout'],
+                checks=['gpus'], unit_stopped=True, server_args={}, python=None, working_directory='/',
+                shm_dir='/dev/shm', min_free_gb=0.0)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            unit=dict(type='str', default='sglang.service'),
+            log_path=dict(type='str', default=''),
+            daemon_reload=dict(type='bool', default=True),
+            enable=dict(type='bool', default=True),
+            release_check=dict(type='bool', default=True),
+            user=dict(type='str'),
+            environment=dict(type='dict', default={}),
+            gpu_devices=dict(type='list', elements='path', default=[]),
+            shared_devices=dict(type='list', elements='path', default=list(gh.SHARED_DEVICES)),
+            cleanup=dict(type='bool', default=False),
+            stop_timeout=dict(type='float', default=10.0),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    systemctl = module.get_bin_path('systemctl', required=True)
+    run = module_runner(module)
+
+    def show():
+        try:
+            return systemd.show(p['unit'], ('ActiveState', 'InvocationID'), run, systemctl)
+        except systemd.SystemdError:
+            return {}
+
+    restarter = rs.Restarter(p['unit'], systemctl, run, lambda: ph.preflight(module, release_params(p)), show, p['log_path'])
+    steps = rs.plan(p['daemon_reload'], p['release_check'], p['log_path'], p['enable'])
+    result = restarter.preview(steps) if module.check_mode else restarter.restart(steps)
+    returned = result.to_json()
+    del returned['unit']
+    if result.failed_step:
+        module.fail_json(changed=True, **returned)
+    module.exit_json(changed=True, **returned)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,118 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The one-process restart (_restart): the plan, the order of its steps on a real log file, a failed release check
+that never starts, and a real child process that lives through the hang-up of its session between stop and start.
+The unit is a small in-test systemd (a runner that answers systemctl and writes the log as the server would); the
+real systemd runs it in tests/integration/test_faults_kill.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from ansible_collections.llmops.sglang.plugins.module_utils import _restart as rs
+
+
+def test_the_plan_is_stop_release_measure_start_enable_in_that_order():
+    assert rs.plan(True, True, '/var/log/sglang.log', True) == ['daemon-reload', 'stop', 'release', 'measure', 'start', 'enable']
+    assert rs.plan(False, False, '', False) == ['stop', 'start']
+
+
+class Unit:
+    """Answers systemctl like systemd for one unit and appends the server's lines to a real log file."""
+
+    def __init__(self, log):
+        self.log = log
+        self.calls = []
+        self.state = {'ActiveState': 'active', 'InvocationID': 'a' * 32}
+
+    def run(self, argv, data=None):
+        self.calls.append(argv[1])
+        if argv[1] == 'stop':
+            self._append('SIGTERM received, shutting down\nTraceback of a dying child\n')
+            self.state = {'ActiveState': 'inactive', 'InvocationID': ''}
+        elif argv[1] == 'start':
+            self._append('server_args=ServerArgs(...)\n')
+            self.state = {'ActiveState': 'active', 'InvocationID': 'b' * 32}
+        return 0, '', ''
+
+    def _append(self, text):
+        with open(self.log, 'a', encoding='utf-8') as handle:
+            handle.write(text)
+
+    def show(self):
+        return dict(self.state)
+
+
+def test_the_log_is_measured_after_the_old_runs_shutdown_lines_and_before_the_new_run(tmp_path):
+    log = tmp_path / 'sglang.log'
+    log.write_text('old run: The server is fired up and ready to roll!\n')
+    unit = Unit(str(log))
+    released = []
+    restarter = rs.Restarter('sglang.service', 'systemctl', unit.run,
+                             lambda: released.append(unit.state['ActiveState']) or {'ok': True, 'summary': 'gpus ok'},
+                             unit.show, str(log))
+    result = restarter.restart(rs.plan(True, True, str(log), True))
+    assert unit.calls == ['daemon-reload', 'stop', 'start', 'enable'] and released == ['inactive']
+    assert log.read_text()[result.log_size:] == 'server_args=ServerArgs(...)\n'
+    assert (result.failed_step, result.previous_invocation, result.invocation, result.active_state) == (None, 'a' * 32, 'b' * 32, 'active')
+    assert [step.name for step in result.steps] == ['daemon-reload', 'stop', 'release', 'measure', 'start', 'enable']
+    assert rs.Restart.from_json(result.to_json()) == result
+
+
+def test_gpus_not_released_fail_the_restart_and_nothing_is_started(tmp_path):
+    unit = Unit(str(tmp_path / 'sglang.log'))
+    verdict = {'ok': False, 'summary': 'gpus failed (1 GPU, 1 other holder)',
+               'msg': 'pre-flight for sglang.service failed (gpus), nothing was started: gpus: GPU 0 is held by pid 7'}
+    result = rs.Restarter('sglang.service', 'systemctl', unit.run, lambda: verdict, unit.show).restart(rs.plan(True, True, '', True))
+    assert unit.calls == ['daemon-reload', 'stop'] and result.failed_step == 'release'
+    assert result.msg.startswith(verdict['msg'] + '. sglang.service stays stopped: ')
+    assert (result.active_state, result.release) == ('inactive', verdict)
+
+
+def test_a_unit_that_is_not_active_after_its_start_fails_the_start(tmp_path):
+    unit = Unit(str(tmp_path / 'sglang.log'))
+    unit.run = lambda argv, data=None: (0, '', '')     # systemd accepted the start, the unit died at once
+    unit.state = {'ActiveState': 'failed', 'InvocationID': 'c' * 32}
+    result = rs.Restarter('sglang.service', 'systemctl', unit.run, None, unit.show).restart(['stop', 'start'])
+    assert (result.failed_step, result.active_state) == ('start', 'failed')
+
+
+def test_check_mode_runs_nothing_and_reports_the_log_size_now(tmp_path):
+    log = tmp_path / 'sglang.log'
+    log.write_text('12345')
+    unit = Unit(str(log))
+    result = rs.Restarter('sglang.service', 'systemctl', unit.run, None, unit.show, str(log)).preview(['stop', 'measure', 'start'])
+    assert unit.calls == [] and result.log_size == 5 and [step.rc for step in result.steps] == [None, None, None]
+
+
+CHILD = textwrap.dedent('''
+    import os, sys, time
+    from ansible_collections.llmops.sglang.plugins.module_utils import _restart as rs
+    with rs.shielded():
+        sys.stdout.write('stopped\\n')
+        sys.stdout.flush()
+        time.sleep(0.5)                       # the session is hung up and its pipe closed meanwhile
+        try:
+            sys.stdout.write('x' * 65536)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            pass
+        with open(sys.argv[1], 'w') as handle:
+            handle.write('started')
+''')
+
+
+def test_a_process_in_the_shield_lives_through_the_hangup_and_the_closed_pipe_of_its_session(tmp_path):
+    marker = tmp_path / 'started'
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    child = subprocess.Popen([sys.executable, '-c', CHILD, str(marker)], stdout=subprocess.PIPE, env=env)
+    assert child.stdout.readline() == b'stopped\n'
+    child.stdout.close()                      # the controller's end of the session is gone
+    child.send_signal(signal.SIGHUP)          # and sshd (or sudo) hangs up the session
+    assert child.wait(timeout=30) in (0, 120)  # 120: Python could not flush stdout at exit; the work was done
+    assert marker.read_text() == 'started'
