@@ -23,6 +23,8 @@ import os
 import signal
 import time
 
+from ansible_collections.llmops.sglang.plugins.module_utils import _run_offset as ro
+
 # Signals a lost SSH session sends; ignored from the stop to the start (SIGKILL cannot be, and needs a person).
 SHIELDED_SIGNALS = (signal.SIGHUP, signal.SIGPIPE)
 ACTIVE_STATES = ('active', 'activating', 'reloading')
@@ -63,8 +65,9 @@ class Restart:
         return cls(**data)
 
 
-def plan(daemon_reload, release_check, log_path, enable):
-    """The steps of a restart, in order (pure)."""
+def plan(daemon_reload, release_check, log_path, enable, run_file=''):
+    """The steps of a restart, in order (pure). The run record follows the start at once: a rerun after a controller
+    killed before its own sglang_run_offset task then still reads the new run from its first line."""
     steps = ['daemon-reload'] if daemon_reload else []
     steps.append('stop')
     if release_check:
@@ -72,6 +75,8 @@ def plan(daemon_reload, release_check, log_path, enable):
     if log_path:
         steps.append('measure')
     steps.append('start')
+    if log_path and run_file:
+        steps.append('record')
     if enable:
         steps.append('enable')
     return steps
@@ -105,6 +110,8 @@ def failure_message(restart, step):
     if step.name == 'stop':
         return ('systemctl stop %s failed (rc=%s): %s. The unit was not started again; see systemctl status %s.'
                 % (unit, step.rc, step.detail, unit))
+    if step.name == 'record':
+        return ('%s was restarted, but %s. The next run reads its log from the end of the file.' % (unit, step.detail))
     if step.name == 'start':
         return ('systemctl start %s failed (rc=%s) after the stop: %s. See systemctl status %s and journalctl -u %s.'
                 % (unit, step.rc, step.detail, unit, unit))
@@ -116,24 +123,37 @@ class Restarter:
     """Runs the plan on the host. ``run`` is a ``_command`` runner, ``release`` a callable returning the GPU release
     check's result ({'ok', 'msg', ...}), ``show`` a callable returning the unit's {'ActiveState', 'InvocationID'}."""
 
-    def __init__(self, unit, systemctl, run, release, show, log_path=''):
+    def __init__(self, unit, systemctl, run, release, show, log_path='', run_file=''):
         self.unit = unit
         self.systemctl = systemctl
         self.run = run
         self.release = release
         self.show = show
         self.log_path = log_path
+        self.run_file = run_file
 
     def _act(self, name, result):
         if name == 'measure':
             result.log_size = log_size(self.log_path)
             return 0, '%d bytes' % result.log_size
+        if name == 'record':
+            return self._record(result.log_size)
         if name == 'release':
             result.release = self.release()
             return (0 if result.release.get('ok') else 1), (result.release.get('summary') or '')
         argv = [self.systemctl, name] if name == 'daemon-reload' else [self.systemctl, name, '--', self.unit]
         rc, out, err = self.run(argv)
         return rc, (err or out or '').strip()[-300:]
+
+    def _record(self, size):
+        invocation = self.show().get('InvocationID', '')
+        if not invocation:
+            return 0, 'no InvocationID: the unit is not running, nothing to record'
+        try:
+            ro.write(self.run_file, ro.RunRecord(invocation=invocation, offset=int(size or 0)))
+        except OSError as err:
+            return 1, 'cannot write the run record %s: %s' % (self.run_file, err)
+        return 0, self.run_file
 
     def restart(self, steps):
         """Every step in order, SIGHUP and SIGPIPE ignored throughout; stops at the first failure."""

@@ -30,6 +30,13 @@ options:
     description: The server's log file (its C(StandardOutput=append:) path). Empty measures nothing (RV(log_size) is V(null)).
     type: str
     default: ''
+  run_file:
+    description:
+      - The run record of M(llmops.sglang.sglang_run_offset) (its O(llmops.sglang.sglang_run_offset#module:path)). Right
+        after the start the new run's C(InvocationID) and RV(log_size) are recorded there, in this same process, so a
+        rerun after a controller killed at any point finds the new run's first line. Empty records nothing.
+    type: str
+    default: ''
   daemon_reload:
     description: Run C(systemctl daemon-reload) first, so that a changed unit file is the one started.
     type: bool
@@ -92,6 +99,7 @@ EXAMPLES = r'''
   llmops.sglang.sglang_restart:
     unit: sglang.service
     log_path: /var/log/sglang/sglang.log
+    run_file: /var/lib/sglang/sglang.run.json
     environment:
       CUDA_VISIBLE_DEVICES: "0,1"
     cleanup: true
@@ -102,6 +110,7 @@ EXAMPLES = r'''
     unit: sglang.service
     path: /var/lib/sglang/sglang.run.json
     log_size: "{{ restart.log_size }}"
+  # the restart recorded the new run already: the offset is restart.log_size
 '''
 
 RETURN = r'''
@@ -120,7 +129,8 @@ steps:
   returned: always
   type: list
   elements: dict
-  sample: [{name: stop, rc: 0, seconds: 1.2, detail: ''}, {name: start, rc: 0, seconds: 0.1, detail: ''}]
+  sample: [{name: stop, rc: 0, seconds: 1.2, detail: ''}, {name: start, rc: 0, seconds: 0.1, detail: ''},
+           {name: record, rc: 0, seconds: 0.0, detail: /var/lib/sglang/sglang.run.json}]
 release:
   description: The GPU release check's result (the keys of M(llmops.sglang.sglang_preflight)'s result); V(null) when not run.
   returned: always
@@ -170,6 +180,7 @@ def main():
         argument_spec=dict(
             unit=dict(type='str', default='sglang.service'),
             log_path=dict(type='str', default=''),
+            run_file=dict(type='str', default=''),
             daemon_reload=dict(type='bool', default=True),
             enable=dict(type='bool', default=True),
             release_check=dict(type='bool', default=True),
@@ -192,8 +203,9 @@ def main():
         except systemd.SystemdError:
             return {}
 
-    restarter = rs.Restarter(p['unit'], systemctl, run, lambda: ph.preflight(module, release_params(p)), show, p['log_path'])
-    steps = rs.plan(p['daemon_reload'], p['release_check'], p['log_path'], p['enable'])
+    restarter = rs.Restarter(p['unit'], systemctl, run, lambda: ph.preflight(module, release_params(p)), show, p['log_path'],
+                             p['run_file'])
+    steps = rs.plan(p['daemon_reload'], p['release_check'], p['log_path'], p['enable'], p['run_file'])
     result = restarter.preview(steps) if module.check_mode else restarter.restart(steps)
     returned = result.to_json()
     del returned['unit']

@@ -15,9 +15,12 @@ import sys
 import textwrap
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _restart as rs
+from ansible_collections.llmops.sglang.plugins.module_utils import _run_offset as ro
 
 
-def test_the_plan_is_stop_release_measure_start_enable_in_that_order():
+def test_the_plan_is_stop_release_measure_start_record_enable_in_that_order():
+    assert rs.plan(True, True, '/var/log/sglang.log', True, '/var/lib/sglang/sglang.run.json') == [
+        'daemon-reload', 'stop', 'release', 'measure', 'start', 'record', 'enable']
     assert rs.plan(True, True, '/var/log/sglang.log', True) == ['daemon-reload', 'stop', 'release', 'measure', 'start', 'enable']
     assert rs.plan(False, False, '', False) == ['stop', 'start']
 
@@ -53,14 +56,17 @@ def test_the_log_is_measured_after_the_old_runs_shutdown_lines_and_before_the_ne
     log.write_text('old run: The server is fired up and ready to roll!\n')
     unit = Unit(str(log))
     released = []
+    run_file = str(tmp_path / 'sglang.run.json')
     restarter = rs.Restarter('sglang.service', 'systemctl', unit.run,
                              lambda: released.append(unit.state['ActiveState']) or {'ok': True, 'summary': 'gpus ok'},
-                             unit.show, str(log))
-    result = restarter.restart(rs.plan(True, True, str(log), True))
+                             unit.show, str(log), run_file)
+    result = restarter.restart(rs.plan(True, True, str(log), True, run_file))
     assert unit.calls == ['daemon-reload', 'stop', 'start', 'enable'] and released == ['inactive']
     assert log.read_text()[result.log_size:] == 'server_args=ServerArgs(...)\n'
     assert (result.failed_step, result.previous_invocation, result.invocation, result.active_state) == (None, 'a' * 32, 'b' * 32, 'active')
-    assert [step.name for step in result.steps] == ['daemon-reload', 'stop', 'release', 'measure', 'start', 'enable']
+    assert [step.name for step in result.steps] == ['daemon-reload', 'stop', 'release', 'measure', 'start', 'record', 'enable']
+    # the new run is recorded by the restart itself: a rerun after a killed controller reads it from its first line
+    assert ro.read(run_file) == ro.RunRecord(invocation='b' * 32, offset=result.log_size)
     assert rs.Restart.from_json(result.to_json()) == result
 
 
