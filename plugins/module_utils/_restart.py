@@ -188,4 +188,3 @@ class Restarter:
         result.log_size = log_size(self.log_path) if self.log_path else None
         result.msg = 'would restart %s (%s)' % (self.unit, ', '.join(steps))
         return result
-

@@ -99,8 +99,8 @@ def start(node, tag, **extra):
     path, out = playbook(node, tag)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS_PATH, ANSIBLE_NOCOLOR='1', ANSIBLE_HOST_KEY_CHECKING='False')
     argv = [fh.ANSIBLE_PLAYBOOK, '-i', node['inventory'], path, '-e', 'ansible_python_interpreter=/usr/bin/python3']
-    for key, value in extra.items():
-        argv += ['-e', '%s=%s' % (key, value)]
+    if extra:
+        argv += ['-e', json.dumps(extra)]     # JSON: lists and dicts (environments) pass as they are
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     return proc, out

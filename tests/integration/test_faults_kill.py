@@ -1,0 +1,237 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The controller SIGKILLed at a task of a deploy that changes the unit, the environment, the secrets and the SM120
+patches (issue 16, fault 2): real ansible-playbook, real SSH to one systemd-nspawn host (tests/infra/fleet.sh), real
+systemd, real SGLang 0.5.9 source patched and reverted; the server is the SGLang stand-in replaying a recorded start.
+
+Each kill point deploys the other of two whole configurations, SIGKILLs the process group of ansible-playbook when
+its output reaches the task, then checks the host: every file is one of its two whole contents, the patch state is
+one of its two whole states, the unit is active and enabled. The rerun must converge to a ready server with exactly
+the one restart the change needs (systemd's InvocationIDs in the journal). One more kill lands inside the restart
+itself: when the unit leaves ``active`` (seen from the host), and the unit must come back without the controller.
+
+CI runs a sample (right after the SM120 patch write, and inside the restart); ``LLMOPS_KILL_EVERY_TASK=1`` kills at
+every task header of the changing deploy instead (docs/reliability.md).
+
+Run: PYTHONPATH=<dir above ansible_collections> LLMOPS_FLEET_DIR=... python -m pytest tests/integration/test_faults_kill.py
+(LLMOPS_KILL_HOST names the test host; default kill<pid>).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import PATCH_FILES
+
+import test_faults as tf  # pylint: disable=import-error
+from test_faults import fh, pytestmark, remote, show  # noqa: F401  pylint: disable=import-error,unused-import
+
+UNIT = '/etc/systemd/system/sglang.service'
+FILES = {'unit': UNIT, 'environment': '/etc/sglang/sglang.env', 'secret environment': '/etc/sglang/sglang.secret.env',
+         'API key': '/etc/sglang/sglang.secret-args.yaml', 'deployment record': tf.STAMP}
+SGLANG = '/opt/sglang/venv/lib/python3*/site-packages/sglang'
+COMMON = {'recording': tf.READY, 'max_seconds': 3, 'sglang_service_stable_for': 2,
+          # the shutdown of a real server takes seconds; a stop that lasts one makes the kill inside the restart land
+          'sglang_service_unit_extra': {'ExecStopPost': '/bin/sleep 1'}}
+CONFIGS = (
+    dict(COMMON, sglang_service_restart_sec=5, sglang_service_sm120_patch='absent', sglang_service_api_key='kill-key-a',
+         sglang_service_environment={'LLMOPS_KILL_TEST': 'a'}, sglang_service_secret_environment={'HF_TOKEN': 'hf_a'}),
+    dict(COMMON, sglang_service_restart_sec=11, sglang_service_sm120_patch='present', sglang_service_api_key='kill-key-b',
+         sglang_service_environment={'LLMOPS_KILL_TEST': 'b'}, sglang_service_secret_environment={'HF_TOKEN': 'hf_b'}),
+)
+# The sample CI kills at (task header, occurrence): right after the SM120 patch write (patched source new, unit and
+# environment old); the kill inside the restart (between its stop and its start) is a test of its own. Each point costs
+# a kill and a rerun (~2 minutes on 2 cores), so the other points run with LLMOPS_KILL_EVERY_TASK=1.
+SAMPLE = (
+    ('TASK [llmops.sglang.sglang_sm120_patch : Report the SM120 patch state per site]', 1),
+)
+HEADERS = ('TASK [', 'RUNNING HANDLER [')
+
+
+def record_state(text):
+    """The deployment record without what differs between two deploys of one configuration (its time, the unit's
+    InvocationID, the SGLang tree digest that includes mtimes); raises if the record does not parse."""
+    record = json.loads(text)
+    record.pop('recorded_at')
+    record['unit'].pop('invocation')
+    record['sglang'].pop('tree')
+    return json.dumps(record, sort_keys=True)
+
+
+def snapshot(node):
+    """{name: sha256 or None} of every file the deploy writes, the deployment record's content, and 'patch': the
+    digests of the sources the SM120 patcher edits."""
+    digests = {}
+    for name, path in FILES.items():
+        text = remote(node, 'cat %s 2>/dev/null || true' % path)
+        digests[name] = record_state(text) if path == tf.STAMP else hashlib.sha256(text.encode('utf-8')).hexdigest()
+    # the patcher's files that this SGLang release has (some are of other releases)
+    digests['patch'] = remote(node, 'cd %s && for f in %s; do if [ -f "$f" ]; then sha256sum "$f"; fi; done'
+                              % (SGLANG, ' '.join(sorted(PATCH_FILES))))
+    return digests
+
+
+def invocations_since(node, since):
+    """The InvocationIDs systemd gave sglang.service since host time SINCE (its own messages in the journal)."""
+    text = remote(node, 'journalctl -u sglang.service --since @%d -o json --no-pager' % int(since))
+    ids = set()
+    for line in text.splitlines():
+        entry = json.loads(line)
+        ids.update(entry[key] for key in ('INVOCATION_ID', '_SYSTEMD_INVOCATION_ID') if entry.get(key))
+    return ids
+
+
+def headers(log):
+    return [line.split('] ')[0] + ']' for line in log.splitlines() if line.startswith(HEADERS)]
+
+
+@pytest.fixture(scope='module')
+def host(tmp_path_factory):
+    """A host deployed with CONFIGS[0]; 'current' is the index of the config it runs, 'tasks' the task headers of
+    the last deploy that changed everything (a kill point of the full loop is a header and its occurrence)."""
+    work = tmp_path_factory.mktemp('kill')
+    wheelhouse = os.path.join(fh.fleet_dir(), 'wheelhouse')
+    got = fh.run(['bash', fh.FLEET, 'wheelhouse', wheelhouse, 'sglang==0.5.9'], timeout=900)
+    assert got.returncode == 0, got.stderr
+    name = os.environ.get('LLMOPS_KILL_HOST') or 'kill%d' % (os.getpid() % 100000)
+    try:
+        node = fh.boot(name, str(work))
+        node['wheelhouse'] = wheelhouse
+        done = tf.deploy(node, 'first', **CONFIGS[0])
+        assert done['rc'] == 0, done['log'][-4000:]
+        node.update(current=0, tasks=headers(done['log']))
+        yield node
+    finally:
+        fh.down(name)
+
+
+def kill_at(node, tag, config, point):
+    """Start a deploy of CONFIG and SIGKILL its process group at the header POINT (text, occurrence); returns
+    (killed, output). A deploy that ends before the point is not killed."""
+    proc, dummy = tf.start(node, tag, **config)
+    seen, count = [], 0
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith(point[0]):
+            count += 1
+            if count == point[1]:
+                os.killpg(proc.pid, 9)
+                break
+    proc.wait(timeout=120)
+    proc.stdout.close()
+    return proc.returncode == -9, ''.join(seen)
+
+
+def settle(node, timeout=60):
+    """The unit's state once a restart the killed run left under way is over (active, or not after TIMEOUT)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = show(node, 'ActiveState', 'UnitFileState', 'InvocationID')
+        if state['ActiveState'] == 'active' or time.monotonic() > deadline:
+            return state
+        time.sleep(0.5)
+
+
+class Round:
+    """One changing deploy that is interrupted: the host before it, the journal time it began at, and the checks."""
+
+    def __init__(self, node):
+        self.node = node
+        self.target = 1 - node['current']
+        self.since = float(remote(node, 'date +%s.%N'))
+        self.invocation = show(node, 'InvocationID')['InvocationID']
+        self.before = snapshot(node)
+        self.killed = None
+
+    def assert_left_whole(self, where):
+        """Right after the kill: the unit active and enabled, every file and the patch state whole (old or new, the
+        new being what the rerun leaves, checked in converges)."""
+        state = settle(self.node)
+        assert (state['ActiveState'], state['UnitFileState']) == ('active', 'enabled'), (where, state)
+        self.killed = snapshot(self.node)
+
+    def converges(self, tag):
+        """The rerun ends ready with the new configuration and exactly the one restart the change needs."""
+        node = self.node
+        rerun = tf.deploy(node, tag, **CONFIGS[self.target])
+        assert rerun['rc'] == 0, rerun['log'][-4000:]
+        after = show(node, 'ActiveState', 'UnitFileState', 'InvocationID', 'RestartUSec')
+        assert (after['ActiveState'], after['UnitFileState']) == ('active', 'enabled')
+        assert after['RestartUSec'] == '%ds' % CONFIGS[self.target]['sglang_service_restart_sec']
+        # ready: the rerun's wait says so, or (a kill after the record) the record is of the start that serves
+        record = json.loads(remote(node, 'cat %s' % tf.STAMP))
+        assert (rerun['wait'] or {}).get('status', 'ready') == 'ready'
+        assert record['unit']['invocation'] == after['InvocationID']
+        now = snapshot(node)
+        for key, value in now.items():
+            assert value != self.before[key], '%s did not change: the deploy does not change it' % key
+            assert self.killed[key] in (self.before[key], value), '%s was neither whole state after the kill' % key
+        new = invocations_since(node, self.since) - {self.invocation}
+        assert new == {after['InvocationID']}, (new, after)
+        node['current'] = self.target
+        return rerun
+
+
+def kill_points():
+    if os.environ.get('LLMOPS_KILL_EVERY_TASK') == '1':
+        return ['every']
+    return list(SAMPLE)
+
+
+def points_of(node, point):
+    if point != 'every':
+        return [point]
+    counts, points = {}, []
+    for header in node['tasks']:
+        counts[header] = counts.get(header, 0) + 1
+        points.append((header, counts[header]))
+    return points
+
+
+@pytest.mark.parametrize('point', kill_points(), ids=lambda point: point if point == 'every' else point[0].split(' : ')[-1][:40])
+def test_a_controller_killed_at_a_task_leaves_whole_files_and_its_rerun_converges_with_one_restart(host, point):
+    results = []
+    for number, (header, occurrence) in enumerate(points_of(host, point)):
+        began = time.monotonic()
+        fault = Round(host)
+        killed, log = kill_at(host, 'kill-%d' % number, CONFIGS[fault.target], (header, occurrence))
+        assert killed, 'the deploy never reached %s #%d:\n%s' % (header, occurrence, log[-3000:])
+        fault.assert_left_whole(header)
+        fault.converges('rerun-%d' % number)
+        results.append((header, occurrence, round(time.monotonic() - began, 1)))
+        print('kill point %s #%d: whole, converged with one restart, kill+rerun %.1fs' % results[-1])
+    assert len(results) == len(points_of(host, point))
+
+
+def test_a_controller_killed_inside_the_restart_leaves_the_unit_to_start_without_it(host):
+    """The kill lands after the unit left 'active' (seen on the host) and before its start: the restart module goes on
+    alone and the unit comes back with the new settings; the rerun waits for that start (no second restart)."""
+    fault = Round(host)
+    watch = subprocess.Popen([fh.FLEET, 'ssh', host['name'],
+                              'while systemctl is-active -q sglang.service; do sleep 0.02; done; echo down; '
+                              'until systemctl is-active -q sglang.service; do sleep 0.05; done; echo up'],
+                             stdout=subprocess.PIPE, text=True)
+    proc, dummy = tf.start(host, 'kill-inside', **CONFIGS[fault.target])
+    try:
+        assert watch.stdout.readline() == 'down\n'
+        os.killpg(proc.pid, 9)
+        assert proc.wait(timeout=60) == -9
+        assert watch.stdout.readline() == 'up\n'            # started again with the controller dead
+        assert watch.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+        proc.communicate(timeout=60)
+    fault.assert_left_whole('inside the restart')
+    started = show(host, 'InvocationID', 'RestartUSec')
+    assert started['InvocationID'] != fault.invocation
+    assert started['RestartUSec'] == '%ds' % CONFIGS[fault.target]['sglang_service_restart_sec']
+    fault.converges('rerun-inside')
+    assert show(host, 'InvocationID')['InvocationID'] == started['InvocationID']   # the rerun waited for that start
