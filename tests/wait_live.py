@@ -10,6 +10,45 @@ import os
 import platform
 import time
 
+_WAIT_TASKS = """
+    - name: Wait for the server
+      llmops.sglang.wait_for_sglang: "{{ wait_args }}"
+      register: sglang_wait
+      ignore_errors: true  # the test reads the registered result
+
+    - name: Save the result for the test
+      ansible.builtin.copy:
+        content: "{{ sglang_wait%s | to_json }}"
+        dest: "{{ result_file }}"
+        mode: "0644"
+"""
+
+# Before the wait, a task that does nothing (ansible.builtin.ping), timed the same way: what Ansible itself costs a task
+# on this machine at this load, beside the wait task's own time (from its start to the next task's).
+_TIMING_TASKS = """
+    - name: Note when the task that does nothing begins
+      ansible.builtin.set_fact:
+        ping_began: "{{ now().timestamp() }}"
+
+    - name: Do nothing
+      ansible.builtin.ping:
+
+    - name: Note when the wait task begins
+      ansible.builtin.set_fact:
+        ping_seconds: "{{ now().timestamp() - (ping_began | float) }}"
+        wait_began: "{{ now().timestamp() }}"
+"""
+_TIMES = (" | combine({'task_seconds': now().timestamp() - (wait_began | float), "
+          "'ping_seconds': ping_seconds | float})")
+
+
+def wait_playbook(timed=False):
+    """A playbook that runs wait_for_sglang with the extra var ``wait_args`` and saves its result as JSON to
+    ``result_file``; ``timed`` adds ``task_seconds`` and ``ping_seconds`` (see _TIMING_TASKS) to the result."""
+    head = "- name: Wait for SGLang\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+    return head + (_TIMING_TASKS if timed else "") + _WAIT_TASKS % (_TIMES if timed else "")
+
+
 # clock_nanosleep and nanosleep: a module process sleeping in one of these runs its wait loop (imports, argument
 # parsing and the follower's creation are done; none of them sleeps).
 _SLEEP_SYSCALLS = {"x86_64": ("230", "35"), "aarch64": ("115", "101")}.get(platform.machine(), ())

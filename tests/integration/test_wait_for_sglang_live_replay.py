@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wait_live (conftest does it under pytest)
-from wait_live import ModuleWatch, module_following  # noqa: E402  pylint: disable=wrong-import-position
+from wait_live import ModuleWatch, module_following, wait_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 try:
     import ansible_collections.llmops.sglang as collection
@@ -52,22 +52,7 @@ READY_MARK = b"The server is fired up and ready to roll"
 
 pytestmark = pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook is not installed next to this python")
 
-PLAYBOOK = """
-- name: Wait for SGLang
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Wait for the server
-      llmops.sglang.wait_for_sglang: "{{ wait_args }}"
-      register: sglang_wait
-      ignore_errors: true  # the test reads the registered result
-
-    - name: Save the result for the test
-      ansible.builtin.copy:
-        content: "{{ sglang_wait | to_json }}"
-        dest: "{{ result_file }}"
-        mode: "0644"
-"""
+PLAYBOOK = wait_playbook()
 
 # The writer: waits for a line on stdin (the module is following), appends the log line by line, records when it
 # wrote the ready line and the last line, then ends as the recording did.

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import ansible_collections.llmops.sglang as collection
-from wait_live import ModuleWatch, module_following
+from wait_live import ModuleWatch, module_following, wait_playbook
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "sglang-logs"
@@ -33,22 +33,8 @@ PLAYBOOK_BIN = shutil.which("ansible-playbook", path=os.path.dirname(sys.executa
 
 pytestmark = pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook is not installed next to this python")
 
-PLAYBOOK = """
-- name: Wait for SGLang
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Wait for the server
-      llmops.sglang.wait_for_sglang: "{{ wait_args }}"
-      register: sglang_wait
-      ignore_errors: true  # the test reads the registered result
-
-    - name: Save the result for the test
-      ansible.builtin.copy:
-        content: "{{ sglang_wait | to_json }}"
-        dest: "{{ result_file }}"
-        mode: "0644"
-"""
+PLAYBOOK = wait_playbook()
+TIMED_PLAYBOOK = wait_playbook(timed=True)  # with the task's own time and a no-op task's (tests/wait_live.py)
 
 
 def expected(case):
@@ -57,39 +43,6 @@ def expected(case):
 
 def corpus(case):
     return (CORPUS / case / "server.log").read_bytes()
-
-
-# The wait task's time as the user sees it (from its start to the next task's), beside the same for a task that does
-# nothing (ansible.builtin.ping) in the same run: what Ansible itself costs a task on this machine at this load.
-TIMED_PLAYBOOK = """
-- name: Wait for SGLang, timed
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Note when the task that does nothing begins
-      ansible.builtin.set_fact:
-        ping_began: "{{ now().timestamp() }}"
-
-    - name: Do nothing
-      ansible.builtin.ping:
-
-    - name: Note when the wait task begins
-      ansible.builtin.set_fact:
-        ping_seconds: "{{ now().timestamp() - (ping_began | float) }}"
-        wait_began: "{{ now().timestamp() }}"
-
-    - name: Wait for the server
-      llmops.sglang.wait_for_sglang: "{{ wait_args }}"
-      register: sglang_wait
-      ignore_errors: true  # the test reads the registered result
-
-    - name: Save the result for the test
-      ansible.builtin.copy:
-        content: "{{ sglang_wait | combine({'task_seconds': now().timestamp() - (wait_began | float),
-                                            'ping_seconds': ping_seconds | float}) | to_json }}"
-        dest: "{{ result_file }}"
-        mode: "0644"
-"""
 
 
 def run_playbook(tmp_path, wait_args, verbosity=0, check=False, timeout=180, inventory=None, playbook=PLAYBOOK):
