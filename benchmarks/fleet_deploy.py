@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -243,11 +244,20 @@ def task_times(path: Path) -> list[list]:
     return sorted(agg.values(), key=lambda r: -r[1])
 
 
-def host_cpu(names: list[str]) -> float:
+def cgroup_roots(state_dir: Path) -> tuple[Path, ...]:
+    """Where fleet.sh puts the hosts' cgroups for a state directory (its CG_NAME rule: the default directory's is
+    llmops-fleet, any other's llmops-fleet-<first 6 hex of the sha256 of its real path>)."""
+    real = os.path.realpath(state_dir)
+    name = "llmops-fleet" if real == "/var/tmp/llmops-fleet" else "llmops-fleet-" + hashlib.sha256(
+        (real + "\n").encode()).hexdigest()[:6]
+    return (Path("/sys/fs/cgroup/unified") / name, Path("/sys/fs/cgroup") / name)
+
+
+def host_cpu(names: list[str], roots: tuple[Path, ...] = CGROUP_ROOTS) -> float:
     """CPU seconds used so far by the hosts' cgroups (systemd, sshd, the modules, the stand-in)."""
     total = 0
     for name in names:
-        for root in CGROUP_ROOTS:
+        for root in roots:
             stat = root / name / "cpu.stat"
             if stat.is_file():
                 for line in stat.read_text().splitlines():

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # one place for running a step with a timeout, reading the recap and the hosts' CPU, and the per-task timer
-from fleet_deploy import REPO, TIMER_CALLBACK, BenchError, host_cpu, recap, run  # noqa: E402  pylint: disable=wrong-import-position
+from fleet_deploy import REPO, TIMER_CALLBACK, BenchError, cgroup_roots, host_cpu, recap, run  # noqa: E402  pylint: disable=wrong-import-position
 
 UNCHANGED_SUMMARY = 'deploy: %d hosts, %d ready (%d unchanged)'
 
@@ -101,9 +101,10 @@ def controller_env(fleet: Path, collections: Path, callback_dir: Path, times: Pa
 def one_run(env: dict[str, str], fleet: Path, hosts: list[str], label: str, log_file: Path) -> dict:
     cmd = ['ansible-playbook', 'llmops.sglang.deploy', '-i', str(fleet / 'demo-hosts.yml'), '-i',
            str(REPO / 'demo' / 'inventory.yml'), '-e', 'llmops_demo=ready']
-    cpu0 = host_cpu(hosts)
+    roots = cgroup_roots(fleet)
+    cpu0 = host_cpu(hosts, roots)
     step = run(cmd, timeout=300, env=env, log_file=log_file)
-    hosts_cpu = host_cpu(hosts) - cpu0
+    hosts_cpu = host_cpu(hosts, roots) - cpu0
     counts = recap(step.out, hosts, label)
     summary = UNCHANGED_SUMMARY % (len(hosts), len(hosts), len(hosts))
     if any(c['changed'] for c in counts.values()) or summary not in step.out:
