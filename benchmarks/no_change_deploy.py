@@ -14,7 +14,8 @@ tree, baseline, ...) so that a change of the machine's load hits both alike. Eve
 changed=0 on every host and every row of the table "unchanged" (else the script stops: the two trees would not be
 measuring the same thing, e.g. when the baseline's module code differs and its record does not match).
 
-Printed per collection: median wall seconds, median CPU seconds of the controller (ansible-playbook and its reaped
+The floor, measured alternately too: a playbook with one ansible.builtin.ping task per host (one module run per host,
+which the no-change path also is at best). Printed per collection and for the floor: median wall seconds, median CPU seconds of the controller (ansible-playbook and its reaped
 children: workers, ssh) and of the hosts (their cgroups), the tasks each host ran (ok + skipped in the PLAY RECAP:
 each costs a worker per host, skipped or not) and, for this tree, the time split by task (median per task). The
 ratios baseline/this are the result; the wall seconds depend on the machine's load, the CPU seconds and the task
@@ -98,16 +99,30 @@ def controller_env(fleet: Path, collections: Path, callback_dir: Path, times: Pa
     return env
 
 
+# The floor: a playbook with one module run per host (ansible.builtin.ping), same controller, hosts and connections.
+PING_PLAYBOOK = """\
+- name: One module run per host
+  hosts: sglang
+  gather_facts: false
+  tasks:
+    - name: Ping
+      ansible.builtin.ping:
+"""
+
+
 def one_run(env: dict[str, str], fleet: Path, hosts: list[str], label: str, log_file: Path) -> dict:
-    cmd = ['ansible-playbook', 'llmops.sglang.deploy', '-i', str(fleet / 'demo-hosts.yml'), '-i',
-           str(REPO / 'demo' / 'inventory.yml'), '-e', 'llmops_demo=ready']
+    if label == 'ping':
+        cmd = ['ansible-playbook', str(Path(env['FLEET_BENCH_TIMES']).parent / 'ping.yml'), '-i', str(fleet / 'demo-hosts.yml')]
+    else:
+        cmd = ['ansible-playbook', 'llmops.sglang.deploy', '-i', str(fleet / 'demo-hosts.yml'), '-i',
+               str(REPO / 'demo' / 'inventory.yml'), '-e', 'llmops_demo=ready']
     roots = cgroup_roots(fleet)
     cpu0 = host_cpu(hosts, roots)
     step = run(cmd, timeout=300, env=env, log_file=log_file)
     hosts_cpu = host_cpu(hosts, roots) - cpu0
     counts = recap(step.out, hosts, label)
     summary = UNCHANGED_SUMMARY % (len(hosts), len(hosts), len(hosts))
-    if any(c['changed'] for c in counts.values()) or summary not in step.out:
+    if any(c['changed'] for c in counts.values()) or (label != 'ping' and summary not in step.out):
         raise BenchError(f'{label}: not the no-change path (changed>0 or not every host unchanged); see {log_file}')
     times = json.loads(Path(env['FLEET_BENCH_TIMES']).read_text())
     return {'wall': step.wall, 'cpu': step.controller_cpu, 'hosts_cpu': hosts_cpu,
@@ -127,8 +142,8 @@ def task_split(runs: list[dict]) -> list[tuple[str, float]]:
 
 
 def report(results: dict[str, list[dict]], args: argparse.Namespace, hosts: list[str]) -> str:
-    base, this = results['baseline'], results['this']
-    rows = [('baseline ' + args.baseline_rev, base), ('this tree', this)]
+    base, this, ping = results['baseline'], results['this'], results['ping']
+    rows = [('baseline ' + args.baseline_rev, base), ('this tree', this), ('one ping per host (floor)', ping)]
     out = [f'no-change deploy of {len(hosts)} demo hosts, {args.runs} runs each (alternating), medians; '
            f'load average {os.getloadavg()[0]:.1f} at the end', '']
     head = ['collection', 'wall s', 'controller CPU s', 'hosts CPU s', 'tasks per host']
@@ -138,6 +153,10 @@ def report(results: dict[str, list[dict]], args: argparse.Namespace, hosts: list
                   '%.2fx' % (median(base, 'cpu') / median(this, 'cpu')),
                   '%.2fx' % (median(base, 'hosts_cpu') / max(median(this, 'hosts_cpu'), 1e-6)),
                   '%.2fx' % (median(base, 'tasks') / median(this, 'tasks'))])
+    lines.append(['this / floor', '%.2fx' % (median(this, 'wall') / median(ping, 'wall')),
+                  '%.2fx' % (median(this, 'cpu') / median(ping, 'cpu')),
+                  '%.2fx' % (median(this, 'hosts_cpu') / max(median(ping, 'hosts_cpu'), 1e-6)),
+                  '%.2fx' % (median(this, 'tasks') / median(ping, 'tasks'))])
     if args.markdown:
         out += ['| ' + ' | '.join(r) + ' |' for r in lines[:1]] + ['|' + ' --- |' * len(head)]
         out += ['| ' + ' | '.join(r) + ' |' for r in lines[1:]]
@@ -162,11 +181,13 @@ def main() -> int:
         callback_dir = work / 'callback_plugins'
         callback_dir.mkdir()
         (callback_dir / 'fleet_bench_timer.py').write_text(TIMER_CALLBACK)
+        (work / 'ping.yml').write_text(PING_PLAYBOOK)
         tree = baseline_tree(args.baseline_rev, work)
         try:
             envs = {'baseline': controller_env(fleet, collection_path(tree, work, 'baseline'), callback_dir, work / 't.json'),
                     'this': controller_env(fleet, collection_path(REPO, work, 'this'), callback_dir, work / 't.json')}
-            results: dict[str, list[dict]] = {'baseline': [], 'this': []}
+            envs['ping'] = envs['this']
+            results: dict[str, list[dict]] = {'baseline': [], 'this': [], 'ping': []}
             # one warm-up each: SSH ControlMaster connections, page cache
             for label in envs:
                 one_run(envs[label], fleet, hosts, label, work / f'{label}-warmup.log')

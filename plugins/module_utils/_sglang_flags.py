@@ -296,14 +296,34 @@ class _Resolver:
                 return top
         return None
 
-    def literal_value(self, modname, node):
-        """A literal, or a module-level name bound to one (``choices=LOAD_FORMAT_CHOICES``), else None."""
-        if isinstance(node, ast.Name):
-            _mod, found = self.resolve_name(modname, node.id)
-            if isinstance(found, ast.Assign):
-                return _literal(found.value)
+    def literal_value(self, modname, node, scope=None, depth=0):
+        """A literal, or a name bound to one, else None: a module-level name (``choices=LOAD_FORMAT_CHOICES``, also
+        imported) or a class attribute (``choices=Backend.ALL``) whose elements may name other attributes of the class
+        (``ALL = (FULL, BREAKABLE)``); ``scope`` is that class."""
+        if depth > _MAX_DEPTH:
             return None
+        if isinstance(node, ast.Name):
+            bound = _class_assign(scope, node.id) if scope is not None else None
+            if bound is not None:
+                return self.literal_value(modname, bound.value, scope, depth + 1)
+            found_mod, found = self.resolve_name(modname, node.id)
+            return self.literal_value(found_mod, found.value, None, depth + 1) if isinstance(found, ast.Assign) else None
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            cls_mod, cls = self.resolve_name(modname, node.value.id)
+            bound = _class_assign(cls, node.attr) if isinstance(cls, ast.ClassDef) else None
+            return self.literal_value(cls_mod, bound.value, cls, depth + 1) if bound is not None else None
+        if isinstance(node, (ast.Tuple, ast.List)):
+            items = [self.literal_value(modname, elt, scope, depth + 1) for elt in node.elts]
+            return None if any(item is None for item in items) else items
         return _literal(node)
+
+
+def _class_assign(cls, name):
+    """The ``name = ...`` statement in a class body, or None."""
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return node
+    return None
 
 
 class _ArgumentReader:
@@ -337,7 +357,7 @@ class _ArgumentReader:
             flags = flags + ['--no-' + f[2:] for f in flags if f.startswith('--')]
         help_text = _literal_text(kw.get('help'))
         choices = self.resolver.literal_value(modname, kw['choices']) if 'choices' in kw else None
-        value = {'type': _value_type(kw.get('type')), 'nargs': _literal(nargs_node) if nargs_node is not None else None}
+        value = {'type': _argparse_type(kw.get('type')), 'nargs': _literal(nargs_node) if nargs_node is not None else None}
         self.findings.record(flags, dest, action, takes_value, help_text, choices, where, value=value)
 
     def takes_value(self, modname, action_node, nargs_node):
@@ -505,7 +525,7 @@ class _FieldReader:
         aliases = _literal(meta['aliases']) if 'aliases' in meta else None
         flags = [cli_name] + [a for a in (aliases or []) if isinstance(a, str)]
         help_text = _literal_text(meta.get('help'))
-        choices = _literal(meta['choices']) if 'choices' in meta else None
+        choices = self.resolver.literal_value(modname, meta['choices']) if 'choices' in meta else None
         action_node = meta.get('action')
         if action_node is not None and not (isinstance(action_node, ast.Constant) and action_node.value is None):
             action = _const_str(action_node) or _name_of(action_node)
@@ -525,11 +545,7 @@ class _FieldReader:
         if _name_of(inner) == 'bool' and not isinstance(inner, ast.Subscript):
             self.findings.record(flags, name, 'store_true', False, help_text, choices, where, 'field')
             return
-        if choices is None and isinstance(inner, ast.Subscript) and _name_of(inner.value) == 'Literal':
-            choices = [_literal(v) for v in _subscript_items(inner)]
-        # the field's type converts the value unless the field names its own parser
-        value_type = None if 'type_parser' in meta or isinstance(inner, ast.Subscript) else _value_type(inner)
-        nargs = _literal(meta['nargs']) if 'nargs' in meta else None
+        value_type, nargs, choices = _field_value(inner, meta, choices)
         self.findings.record(flags, name, None, True, help_text, choices, where, 'field', value={'type': value_type, 'nargs': nargs})
 
 
@@ -588,10 +604,43 @@ class _Walker:
                                               % (module_relpath(modname)[0], node.lineno, fname or '<call>'))
 
 
-def _value_type(node):
-    """``int`` / ``float`` / ``str`` when argparse converts a value with that builtin, else None (a custom parser)."""
+_BUILTIN_TYPES = ('int', 'float', 'str')
+
+
+def _argparse_type(node):
+    """What argparse converts an ``add_argument()`` value with: ``int``, ``float`` or ``str`` (also when ``type`` is
+    not given), ``custom`` for any other callable (a parser of SGLang's own, ``json.loads``)."""
+    if node is None:
+        return 'str'
     name = _name_of(node) if isinstance(node, ast.Name) else None
-    return name if name in ('int', 'float', 'str') else None
+    return name if name in _BUILTIN_TYPES else 'custom'
+
+
+def _annotation_type(node):
+    """SGLang's ``_infer_type_func``: ``int``, ``float`` or ``str`` for those annotations, ``str`` for any other."""
+    name = _name_of(node) if isinstance(node, ast.Name) else None
+    return name if name in _BUILTIN_TYPES else 'str'
+
+
+def _field_value(inner, meta, choices):
+    """``(type, nargs, choices)`` that SGLang's ``add_cli_args_from_dataclass`` hands argparse for a value field
+    (``arg_groups/arg_utils.py``): ``Literal[...]`` converts with the type of its first value and takes its values
+    as choices (``Arg(choices=...)`` wins, also when it cannot be read here: then the choices are unknown);
+    ``List[X]`` converts with X's type, nargs ``+``; any other annotation with int, float or str;
+    ``Arg(type_parser=...)`` converts with SGLang's own parser (``custom``)."""
+    custom = 'type_parser' in meta
+    nargs = _literal(meta['nargs']) if 'nargs' in meta else None
+    head = _name_of(inner.value) if isinstance(inner, ast.Subscript) else None
+    if head == 'Literal':
+        values = [_literal(v) for v in _subscript_items(inner)]
+        if 'choices' not in meta:
+            choices = values
+        first = {str: 'str', int: 'int', float: 'float'}.get(type(values[0]), 'str') if values else 'str'
+        return ('custom' if custom else first), None, choices
+    if head in ('List', 'list') and not custom:
+        items = _subscript_items(inner)
+        return _annotation_type(_unstring(items[0]) if items else None), nargs or '+', choices
+    return ('custom' if custom else _annotation_type(inner)), nargs, choices
 
 
 def _derives_from_fields(func):

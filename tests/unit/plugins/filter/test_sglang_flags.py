@@ -304,10 +304,29 @@ def _server_args(version):
     return args
 
 
+BAD_WORD = 'not-a-choice'
+
+
+@functools.lru_cache(maxsize=None)
+def value_cases(version):
+    """``(flag, word)`` for every flag whose values we check: each of its choices, and values its type refuses (a
+    word for int and float, a fraction for int), a value outside its choices; one command line each, below."""
+    cases = []
+    for flag, spec in sorted(wheel_loader_parse(version)['values'].items()):
+        words = [str(c) for c in spec['choices'] or []]
+        words += {'int': ['8', 'eight', '1.5'], 'float': ['0.85', '85%']}.get(spec['type'], [])
+        if spec['choices']:
+            words.append(BAD_WORD if spec['type'] in ('str', 'custom') else '987654321')
+        cases.extend((flag, word) for word in words)
+    return cases
+
+
 @functools.lru_cache(maxsize=None)
 def real(version):
     argv = sglang_cli_args(_server_args(version))
     cases = [argv, sglang_cli_args(NEW_FLAG), sglang_cli_args(BAD_SWITCH), ['--model-path', 'm', '--tp', '2']]
+    # from index 4: one flag and value each (value_cases), checked against what our check says of it
+    cases += [['--model-path', 'm', flag, word] for flag, word in value_cases(version)]
     try:
         return argv, sglang_argparse_env.real_parser(version, cases)
     except (RuntimeError, sglang_wheels.WheelUnavailable) as exc:
@@ -437,3 +456,49 @@ def test_choices_read_from_the_source():
     _unknown, problems = sf.check_args({'load-format': 'safetensor'}, parsed)
     assert problems == ["--load-format must be one of %s, not 'safetensor' (%s)" % (', '.join(spec['choices']), spec['source'])]
     assert sf.check_args({'load-format': 'safetensors'}, parsed) == ([], [])
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# values: our reading of types and choices against the REAL parser of each release
+# ---------------------------------------------------------------------------------------------------------------
+
+def _real_actions(got):
+    return dict((f, a) for a in got['actions'] for f in a['flags'])
+
+
+@pytest.mark.parametrize('version', REAL)
+def test_value_types_and_choices_equal_the_real_parser(version):
+    """For every flag we check, argparse has the same type (int, float, str or a parser of SGLang's own), choices
+    and nargs as we read from the source."""
+    _argv, got = real(version)
+    actions = _real_actions(got)
+    values = wheel_loader_parse(version)['values']
+    assert len(values) > 80  # 0.4.10 has 86, 0.5.23 249 (aliases counted)
+    differ = {}
+    for flag, spec in values.items():
+        action = actions[flag]
+        real_type = 'str' if action['type'] is None else action['type']  # argparse keeps the word as it is
+        if (spec['type'], spec['choices'], spec['nargs']) != (real_type, action['choices'], action['nargs']):
+            differ[flag] = {'ours': (spec['type'], spec['choices'], spec['nargs']),
+                            'real': (real_type, action['choices'], action['nargs'])}
+    assert differ == {}
+
+
+@pytest.mark.parametrize('version', REAL)
+def test_values_we_refuse_the_real_parser_refuses(version):
+    """Every value our check refuses exits argparse with code 2; every value it accepts parses."""
+    _argv, got = real(version)
+    values = wheel_loader_parse(version)['values']
+    outcomes = got['parsed'][4:]
+    cases = value_cases(version)
+    assert len(outcomes) == len(cases)
+    disagree = []
+    refused = 0
+    for (flag, word), outcome in zip(cases, outcomes):
+        ours_ok = sf.value_problem(flag, values[flag], word) is None
+        refused += not ours_ok
+        if ours_ok != outcome['ok'] or (not outcome['ok'] and outcome['code'] != 2):
+            disagree.append((flag, word, ours_ok, outcome))
+    assert disagree == []
+    # both kinds were tried: values refused for their type and for their choices
+    assert refused >= len([f for f, s in values.items() if s['type'] in ('int', 'float') or s['choices']])
