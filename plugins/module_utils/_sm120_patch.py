@@ -128,7 +128,7 @@ def advice(result):
         out.append(Advice(FUSION_REGRESSION,
                           'SM120 FlashInfer allreduce fusion is enabled in SGLang %s: upstream measured a large throughput regression '
                           'with fusion on PCIe SM120 (TP4 about 1867 -> 236 tokens/s, sgl-project/sglang PR 32330). Benchmark it; '
-                          'revert with state=absent.' % result.get('sglang_version')))
+                          'revert with state=absent (sglang_service_sm120_patch: absent).' % result.get('sglang_version')))
         fi = result.get('_flashinfer_version')
         fk = version_key(fi) if fi else None
         if fk is not None and fk[:3] < (0, 6, 17):
@@ -139,7 +139,8 @@ def advice(result):
         elif fi is None:
             out.append(Advice(FLASHINFER_MISSING,
                               'flashinfer-python was not found beside SGLang; FlashInfer before 0.6.17 cannot build the allreduce-fusion '
-                              'kernels for SM120.'))
+                              'kernels for SM120. Install flashinfer-python>=0.6.17 beside SGLang before the server uses the '
+                              'fusion, or revert with state=absent (sglang_service_sm120_patch: absent).'))
     key = version_key(result.get('sglang_version'))
     if SITE_GLM5 in applied and key is not None and key[:3] >= (0, 5, 13):
         out.append(Advice(MOE_RULE_PREEMPTED,

@@ -152,8 +152,10 @@ invalid_values:
       would be given 2 times and SGLang would silently use the last; keep one of them"
 flag_values:
   description:
-    - Per flag whose value argparse checks, C(type) (V(int), V(float) or null), C(choices) (or null), C(nargs) and
-      C(source) (file and line of the definition). Flags with a custom parser are left out.
+    - Per flag whose value argparse checks (an int or float type, or choices), C(type) (what argparse converts the value
+      with, V(int), V(float), V(str), or V(custom) for a parser of SGLang's own, whose choices are then compared with the
+      word as given), C(choices) (or null), C(nargs) and C(source) (file and line of the definition). Flags without
+      either are left out.
     - Pass it to the P(llmops.sglang.sglang_cli_args#filter) filter as
       O(llmops.sglang.sglang_cli_args#filter:flag_values).
   returned: success

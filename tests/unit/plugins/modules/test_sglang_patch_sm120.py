@@ -65,7 +65,11 @@ def test_check_mode_with_diff_writes_nothing(capsys, pkg):
     warnings = json.dumps(res.get('warnings', []))  # 2.19+: structured warning summaries
     assert ('SM120 FlashInfer allreduce fusion is enabled in SGLang 0.5.9: upstream measured a large throughput regression '
             'with fusion on PCIe SM120 (TP4 about 1867 -> 236 tokens/s, sgl-project/sglang PR 32330). Benchmark it; '
-            'revert with state=absent.') in warnings
+            'revert with state=absent (sglang_service_sm120_patch: absent).') in warnings
+    # and the one for a SGLang without FlashInfer beside it (the demo's --no-deps install): what to install, or go back
+    assert ('flashinfer-python was not found beside SGLang; FlashInfer before 0.6.17 cannot build the allreduce-fusion '
+            'kernels for SM120. Install flashinfer-python>=0.6.17 beside SGLang before the server uses the fusion, or '
+            'revert with state=absent (sglang_service_sm120_patch: absent).') in warnings
     assert res['backup_files'] == []
 
 
