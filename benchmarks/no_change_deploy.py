@@ -15,9 +15,10 @@ changed=0 on every host and every row of the table "unchanged" (else the script 
 measuring the same thing, e.g. when the baseline's module code differs and its record does not match).
 
 The floor, measured alternately too: a playbook with one ansible.builtin.ping task per host (one module run per host,
-which the no-change path also is at best). Printed per collection and for the floor: median wall seconds, median CPU seconds of the controller (ansible-playbook and its reaped
-children: workers, ssh) and of the hosts (their cgroups), the tasks each host ran (ok + skipped in the PLAY RECAP:
-each costs a worker per host, skipped or not) and, for this tree, the time split by task (median per task). The
+which the no-change path also is at best). Printed per collection and for the floor: median wall seconds, median CPU
+seconds of the controller (ansible-playbook and its reaped children: workers, ssh) and of the hosts (their cgroups),
+the tasks each host ran (ok + skipped in the PLAY RECAP: each costs a worker per host, skipped or not) and, for this
+tree, the time split by task (median per task). The
 ratios baseline/this are the result; the wall seconds depend on the machine's load, the CPU seconds and the task
 count hardly do.
 """

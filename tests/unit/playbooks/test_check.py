@@ -79,3 +79,15 @@ def test_check_playbook_ends_with_the_report_and_fails_from_its_rows():
     assert fail['when'] == 'inventory_hostname in sglang_run_report.failed_hosts'
     # nothing else prints per host: the table is the summary
     assert not any('ansible.builtin.debug' in t for t in tasks)
+
+
+@pytest.mark.parametrize('name', ['check.yml', 'deploy.yml'])
+def test_last_task_fails_the_hosts_without_repeating_their_reason(name):
+    """What failed was printed where it happened and the table gives each host's reason: the last task only makes the
+    recap and the exit code count the host, with words shared by every host (ansible-core prints them once)."""
+    tasks = DataLoader().load_from_file(str(PLAYBOOK.parent / name))[0]['tasks']
+    fail = tasks[-1]
+    assert fail['when'] == 'inventory_hostname in sglang_run_report.failed_hosts'
+    msg = fail['ansible.builtin.fail']['msg']
+    assert '{{' not in msg and 'vars' not in fail
+    assert msg.endswith('; its row in the table above says why')
