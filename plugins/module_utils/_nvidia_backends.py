@@ -19,7 +19,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_packages imp
     pin_name,
     pin_version,
     read_versionlocks,
+    rpm_requires_closure,
     rpm_versions,
+    stale_locks,
     versionlock_name,
 )
 
@@ -35,6 +37,7 @@ class AptBackend(PackageBackend):
     """apt-get, apt-cache and apt-mark; dpkg's database."""
 
     name = 'apt'
+    database = 'dpkg'
     install_label = 'apt-get install'
     restored_note = 'The previous packages are in place.'
     restore_failed_note = 'Restoring the previous packages failed'
@@ -56,7 +59,7 @@ class AptBackend(PackageBackend):
         # Nothing listed at all (no apt-get update in a fresh container): unknown, not "none available".
         return parse_apt_madison(out) or None if rc == 0 else None
 
-    def simulate(self, pins, replaced):
+    def simulate(self, pins, replaced, kernel_side=False):
         apt_get = self.host.bin('apt-get')
         if not apt_get:
             raise FixError('apt-get was not found on the host; install matching user-space packages by hand: %s' % ' '.join(pins), 'no_tool', pins)
@@ -67,7 +70,7 @@ class AptBackend(PackageBackend):
                            'exact versions is configured and apt-get update has run' % (' '.join(pins), rc, tail(err or out)),
                            'plan_failed', pins, argv=argv, rc=rc, stdout=out, stderr=err)
         # apt's plan lists (name, old version, new version)
-        return checked_plan('apt-get', self, parse_apt_simulation(out), pins, replaced, argv, out, lambda entry: entry[2])
+        return checked_plan('apt-get', self, parse_apt_simulation(out), pins, replaced, argv, out, lambda entry: entry[2], kernel_side)
 
     def installed_versions(self, names):
         return dpkg_versions(self.host, names)
@@ -86,6 +89,17 @@ class AptBackend(PackageBackend):
                            'hold_failed', names, argv=argv, rc=rc, stdout=out, stderr=err)
         return {'stdout_lines': out.splitlines()[-20:]}
 
+    def hold_needed(self, names):
+        installed = self.installed_versions(names)
+        rc, out, dummy = self.host.run([self.host.bin('apt-mark'), 'showhold'], env=APT_ENV)
+        held = set(line.strip().split(':', 1)[0] for line in (out or '').splitlines()) if rc == 0 else set()
+        return {'add': sorted(name for name in installed if name not in held), 'stale': []}
+
+    def apply_hold(self, needed):
+        if needed['add']:
+            self.hold(needed['add'])
+        return {'hold_added': needed['add'], 'unlocked': []}
+
 
 class DnfBackend(PackageBackend):
     """dnf (or yum) with the versionlock plugin; rpm's database.
@@ -96,6 +110,7 @@ class DnfBackend(PackageBackend):
     """
 
     name = 'dnf'
+    database = 'rpm'
     install_label = 'dnf install'
     restored_note = 'The previous packages and version locks are in place.'
     restore_failed_note = 'Restoring the previous packages and locks failed'
@@ -122,7 +137,7 @@ class DnfBackend(PackageBackend):
         rc, out, dummy = self.host.run([tool, '-q', 'list', '--showduplicates'] + sorted(set(names)))
         return parse_dnf_list(out) or None
 
-    def simulate(self, pins, replaced):
+    def simulate(self, pins, replaced, kernel_side=False):
         """Version locks are left out of the dry run (``--disableplugin=versionlock``): the fix lifts the locks of
         the packages it replaces before it installs."""
         argv = [self._dnf(pins), '--assumeno', '--disableplugin=versionlock'] + DNF_INSTALL_OPTIONS + ['install'] + list(pins)
@@ -133,7 +148,7 @@ class DnfBackend(PackageBackend):
                            'versions is configured and enabled' % (' '.join(pins), rc, tail(err or out)),
                            'plan_failed', pins, argv=argv, rc=rc, stdout=out, stderr=err)
         # dnf's plan lists (name, new epoch:version-release, section title)
-        return checked_plan('dnf', self, plan, pins, replaced, argv, out, lambda entry: entry[1])
+        return checked_plan('dnf', self, plan, pins, replaced, argv, out, lambda entry: entry[1], kernel_side)
 
     def installed_versions(self, names):
         return rpm_versions(self.host, names)
@@ -147,11 +162,13 @@ class DnfBackend(PackageBackend):
         wanted = set(names)
         return [entry for entry in entries if versionlock_name(entry) in wanted]
 
-    def prepare(self, pins):
-        locks = self.locks([self.pin_name(pin) for pin in pins])
+    def prepare(self, names):
+        if not names:
+            return []
+        locks = self.locks(names)
         if locks is None:
             raise FixError('the dnf versionlock plugin is not available (dnf versionlock list failed), so the fix could not hold %s; install '
-                           'python3-dnf-plugin-versionlock (yum-plugin-versionlock on EL7) and run again' % ' '.join(pins), 'no_versionlock', pins)
+                           'python3-dnf-plugin-versionlock (yum-plugin-versionlock on EL7) and run again' % ' '.join(names), 'no_versionlock', names)
         if locks:
             argv = [self._dnf(), '-q', 'versionlock', 'delete'] + sorted(set(locks))
             rc, out, err = self.host.run(argv)
@@ -183,6 +200,33 @@ class DnfBackend(PackageBackend):
             raise FixError('installed %s but dnf versionlock add failed (rc=%d): %s; lock the packages by hand'
                            % (' '.join(pins), rc, tail(err or out)), 'hold_failed', pins, argv=argv, rc=rc, stdout=out, stderr=err)
         return {'unlocked': list(prepared or []), 'stdout_lines': (out or '').splitlines()[-20:]}
+
+    def hold_needed(self, names):
+        """Locks at the installed versions that are missing, and the locks on these packages at other versions."""
+        installed = self.installed_versions(names)
+        entries = read_versionlocks(self.host) or []
+        mine = [entry for entry in entries if versionlock_name(entry) in installed]
+        stale = stale_locks(mine, installed)
+        locked = set(versionlock_name(entry) for entry in mine if entry not in stale)
+        return {'add': [self.pin(name, version) for name, version in sorted(installed.items()) if name not in locked], 'stale': stale}
+
+    def apply_hold(self, needed):
+        if needed['add']:
+            self.hold(needed['add'])
+        if needed['stale']:
+            # after the new locks are in place, so the packages are never unlocked
+            argv = [self._dnf(), '-q', 'versionlock', 'delete'] + needed['stale']
+            rc, out, err = self.host.run(argv)
+            if rc != 0:
+                raise FixError('dnf versionlock delete of the locks at other versions failed (rc=%d): %s; the new locks are in place, '
+                               'delete these by hand: %s' % (rc, tail(err or out), ' '.join(needed['stale'])), 'unlock_failed',
+                               needed['stale'], argv=argv, rc=rc, stdout=out, stderr=err)
+        return {'hold_added': needed['add'], 'unlocked': needed['stale']}
+
+    def hold_closure(self, roots):
+        """The kernel side (kmod packages, nvidia-kmod-common, the main nvidia-driver package) reached from ``roots``:
+        unlocked, a ``dnf upgrade`` would move the kernel module away from the locked user space."""
+        return rpm_requires_closure(self.host, roots)
 
 
 BACKENDS = dict((backend.name, backend) for backend in (AptBackend, DnfBackend))

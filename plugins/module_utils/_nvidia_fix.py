@@ -172,6 +172,7 @@ class PackageBackend(abc.ABC):
     """
 
     name = None            # the package_manager value: apt, dnf
+    database = None        # the package database it reads: dpkg, rpm
     install_label = None   # how messages name the install command
     restored_note = None   # the message when a failed install was undone
     restore_failed_note = None
@@ -198,8 +199,9 @@ class PackageBackend(abc.ABC):
         """``{name: [version, ...]}`` the configured repositories offer (newest first), ``None`` when unknown."""
 
     @abc.abstractmethod
-    def simulate(self, pins, replaced):
-        """Dry-run installing ``pins``; the :func:`checked_plan`, or FixError when the tool refuses or the plan would harm."""
+    def simulate(self, pins, replaced, kernel_side=False):
+        """Dry-run installing ``pins``; the :func:`checked_plan`, or FixError when the tool refuses or the plan would harm
+        (removes what is not in ``replaced``; installs kernel-side packages unless ``kernel_side``)."""
 
     @abc.abstractmethod
     def installed_versions(self, names):
@@ -213,8 +215,21 @@ class PackageBackend(abc.ABC):
     def hold(self, pins, prepared=None):
         """Hold the pinned packages against upgrades; ``{'stdout_lines': ...}`` and what else was done, or FixError."""
 
-    def prepare(self, pins):
-        """Before the install: lift what would block it (returns what :meth:`undo_prepare` puts back)."""
+    @abc.abstractmethod
+    def hold_needed(self, names):
+        """What holding the installed packages of ``names`` at their installed versions still needs:
+        ``{'add': [...], 'stale': [...]}`` (reads only; installed packages only)."""
+
+    @abc.abstractmethod
+    def apply_hold(self, needed):
+        """Carry out :meth:`hold_needed`'s answer (new holds first, then the stale ones go), or FixError."""
+
+    def hold_closure(self, roots):
+        """The installed packages a hold of ``roots`` must cover too (their NVIDIA requirements), ``{name: version}``."""
+        return {}
+
+    def prepare(self, names):
+        """Before the install: lift what would block installing ``names`` (returns what :meth:`undo_prepare` puts back)."""
         return None
 
     def undo_prepare(self, prepared, result):
@@ -234,39 +249,43 @@ class PackageBackend(abc.ABC):
         self.undo_prepare(prepared, result)
         return result
 
-    def apply(self, pins, previous):
+    def apply(self, pins, previous, wanted=None, lift=None, hold=True):
         """Install the pins in one transaction, prove the versions, hold them; restore on failure.
 
-        ``previous`` is ``{name: version}`` of the packages before.  Returns ``{'installed', 'held', ...}``.
+        ``previous`` is ``{name: version}`` of the packages before.  ``wanted`` is ``{name: version or None}`` (None: any
+        version) that must be installed afterwards (default: every pin at its version); ``lift`` the names whose locks
+        :meth:`prepare` lifts (default: the pinned names).  Returns ``{'installed', 'held', ...}``.
         """
-        wanted = dict((self.pin_name(pin), self.pin_version(pin)) for pin in pins)
-        prepared = self.prepare(pins)
+        if wanted is None:
+            wanted = dict((self.pin_name(pin), self.pin_version(pin)) for pin in pins)
+        prepared = self.prepare(sorted(wanted) if lift is None else lift)
         rc, out, err, argv = self.install(pins)
         now = self.installed_versions(wanted)
-        wrong = dict((name, now.get(name)) for name, version in wanted.items() if now.get(name) != version)
+        wrong = dict((name, now.get(name)) for name, version in wanted.items() if now.get(name) is None or version and now.get(name) != version)
         if rc != 0 or wrong:
             restored = self.restore(previous, now, prepared)
             raise FixError('%s %s failed (rc=%d)%s: %s. %s'
                            % (self.install_label, ' '.join(pins), rc, '; not at the pinned version: %s' % wrong if wrong else '', tail(err or out),
                               self.restored_note if restored['ok'] else '%s: %s' % (self.restore_failed_note, restored)),
                            'install_failed', pins, argv=argv, rc=rc, stdout=out, stderr=err, restored=restored)
-        result = {'installed': pins, 'held': sorted(wanted)}
-        result.update(self.hold(pins, prepared))
+        result = {'installed': pins, 'held': sorted(wanted) if hold else []}
+        if hold:
+            result.update(self.hold(pins, prepared))
         return result
 
 
-def checked_plan(tool, backend, plan, pins, replaced, argv, out, new_version):
+def checked_plan(tool, backend, plan, pins, replaced, argv, out, new_version, kernel_side=False):
     """The dry-run plan (``{'install': [(name, ...)], 'remove': [(name, ...)]}``) of installing ``pins`` as the fix
     uses it, with ``extra``: the packages it would also install, as ``(name, new_version(entry))``.
 
-    Raises FixError, naming them, when the plan removes packages the fix does not replace or installs kernel-side
-    packages.
+    Raises FixError, naming them, when the plan removes packages the fix does not replace or (unless ``kernel_side``)
+    installs kernel-side packages.
     """
     removals = [entry[0] for entry in plan['remove'] if entry[0] not in replaced]
     if removals:
         raise FixError('%s would remove %s to install %s; the fix never removes packages it does not replace. Resolve the conflict by hand'
                        % (tool, ', '.join(removals), ' '.join(pins)), 'would_remove', removals, argv=argv, stdout=out)
-    kernel = [entry[0] for entry in plan['install'] if KERNEL_SIDE_RE.search(entry[0])]
+    kernel = [] if kernel_side else [entry[0] for entry in plan['install'] if KERNEL_SIDE_RE.search(entry[0])]
     if kernel:
         raise FixError('%s would also install or upgrade kernel-side packages (%s) to install %s; the fix never touches the kernel module. '
                        'Install matching user space by hand' % (tool, ', '.join(kernel), ' '.join(pins)), 'kernel_side', kernel,

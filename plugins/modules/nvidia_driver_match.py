@@ -63,16 +63,62 @@ options:
     type: str
     choices: [auto, open, proprietary]
     default: auto
+  install_packages:
+    description:
+      - Install these driver packages (names without versions) at O(install_version) in one transaction, then hold them,
+        instead of fixing drift. This is how the M(llmops.sglang.nvidia_driver) role installs; use it for a full install
+        (kernel side included, with O(kernel_side=true)) or a user-space install in a container.
+      - A name starting with C(@) is a dnf module spec (C(@nvidia-driver:535-dkms)); it is installed as it is (the stream
+        pins the branch), and its package (C(nvidia-driver)) is held.
+      - Packages already installed at O(install_version) (at any version when it is empty) are left as they are. The dry
+        run (C(apt-get -s), C(dnf --assumeno)) decides whether anything changes; a transaction that would remove a package
+        it does not install fails and names it, so nothing is removed by surprise.
+      - The module does not run C(apt-get update) and does not fail on drift here (a new kernel module is loaded only after
+        a reboot); run it again without O(install_packages) to verify. RV(kernel_module) and RV(userspace) describe the
+        host after the install.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
+  install_version:
+    description:
+      - With O(install_packages), the exact upstream driver version, for example V(580.95.05). Each package is pinned to
+        the version the configured repositories offer with that upstream version (C(apt-cache madison), C(dnf list
+        --showduplicates)); a package without one fails, naming what the repositories offer.
+      - Empty installs absent packages at the version the package tool picks and leaves installed ones as they are.
+    type: str
+    default: ''
+    version_added: 0.2.0
+  kernel_side:
+    description:
+      - With O(install_packages), allow the transaction to install kernel-side packages (DKMS and kmod packages, the
+        module's common files). V(false) refuses such a transaction, as the drift fix always does; use it in containers.
+      - With O(kernel_side=true) on the dnf family, the hold covers the installed NVIDIA packages the named ones require
+        (C(rpm -q --requires), recursively), so a C(dnf upgrade) cannot move the kernel module away from the held user space.
+    type: bool
+    default: false
+    version_added: 0.2.0
+  hold:
+    description:
+      - Hold what the fix or the install put in place against upgrades (C(apt-mark hold), C(dnf versionlock add) at the
+        installed version; locks on these packages at other versions are removed after the new ones are in place).
+      - With O(install_packages) the hold covers the named packages and every installed user-space driver package, and is
+        put right on every run (a package someone released is held again).
+    type: bool
+    default: true
+    version_added: 0.2.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.MODULE
 attributes:
   check_mode:
     support: full
-    details: Reports RV(ignore:changed=true) exactly when O(fix=true) would install packages; runs C(apt-get -s) to prove it.
+    details: Reports RV(ignore:changed=true) exactly when O(fix=true) or O(install_packages) would install or hold packages;
+      runs C(apt-get -s) (C(dnf --assumeno)) to prove it.
   diff_mode:
     support: full
-    details: Shows the kernel-module and user-space versions and the driver packages before and after the fix.
+    details: Shows the kernel-module and user-space versions and the driver packages before and after the fix; with
+      O(install_packages), the named packages' versions and the holds.
 notes:
   - Run it with C(become=true); reading the kernel log and installing packages need root.
   - A container sees the host's module through C(/proc/driver/nvidia/version) and C(/sys/module/nvidia); its user
@@ -108,6 +154,13 @@ EXAMPLES = r'''
 - name: Require a given driver on the GPU hosts
   llmops.sglang.nvidia_driver_match:
     expected_version: "570.148.08"
+  become: true
+
+- name: Install the R580 driver at an exact version (kernel side included) and hold it; the role does this
+  llmops.sglang.nvidia_driver_match:
+    install_packages: [nvidia-headless-580-server-open, nvidia-utils-580-server]
+    install_version: "580.95.05"
+    kernel_side: true
   become: true
 
 - name: Report only (never fail), for example on hosts without a GPU
@@ -196,7 +249,9 @@ distro_family:
   type: str
   sample: debian
 fix_packages:
-  description: Exact pins the fix installs (C(name=version) for apt, C(name-version-release) for dnf).
+  description:
+    - Exact pins the fix installs (C(name=version) for apt, C(name-version-release) for dnf).
+    - With O(install_packages), what the install transaction asks for (empty when it would change nothing).
   returned: always
   type: list
   elements: str
@@ -218,8 +273,11 @@ reason:
   type: str
   sample: "NVIDIA driver drift: kernel module 590.48.01 (from /proc/driver/nvidia/version) but user space has library libnvidia-ml.so.565.57.01 565.57.01"
 fix_result:
-  description: What the fix did (installed pins, held packages).
-  returned: when O(fix=true) acted
+  description:
+    - What the fix or the install did (installed pins, held packages).
+    - With O(install_packages) also C(hold_added) (holds that were missing) and C(unlocked) (dnf locks at other versions
+      that were removed).
+  returned: when O(fix=true) or O(install_packages) acted
   type: dict
   sample: {"installed": ["libnvidia-compute-565=590.48.01-0ubuntu1"], "held": ["libnvidia-compute-565"]}
 notes:
@@ -279,6 +337,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_backends imp
 from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_evidence import EvidenceReader
 from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_fix import FixError, plan_fix
 from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_host import HostCommands
+from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_install import hold_names, plan_install, render_install, spec_root
 from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_verdict import describe, evaluate, recommend, render_state
 
 
@@ -310,11 +369,15 @@ def _userspace(verdict):
     return dict(versions=verdict.userspace_versions, nvml_version=verdict.nvml_version, libraries=verdict.libraries, packages=verdict.packages)
 
 
+def _kernel_module(verdict):
+    return dict(version=verdict.kernel_module_version, flavor=verdict.kernel_module_flavor,
+                source=verdict.kernel_module_source, file_version=verdict.module_file_version)
+
+
 def _result(verdict, plan, action, host):
     return dict(
         changed=False,
-        kernel_module=dict(version=verdict.kernel_module_version, flavor=verdict.kernel_module_flavor,
-                           source=verdict.kernel_module_source, file_version=verdict.module_file_version),
+        kernel_module=_kernel_module(verdict),
         userspace=_userspace(verdict),
         match=verdict.match,
         mismatches=verdict.mismatches,
@@ -350,7 +413,7 @@ def _fix(module, reader, backend, verdict, plan, result):
             result['diff'] = _diff(verdict, backend, plan.pins)
         if module.check_mode:
             module.exit_json(**result)
-        result['fix_result'] = backend.apply(plan.pins, previous)
+        result['fix_result'] = backend.apply(plan.pins, previous, hold=module.params['hold'])
     except FixError as exc:
         result.update(exc.context, fix_error=exc.to_json())
         module.fail_json(msg='%s. %s' % (result['reason'], exc), **result)
@@ -360,6 +423,53 @@ def _fix(module, reader, backend, verdict, plan, result):
     result['reason'] = describe(after, result['recommended_action'])
     if after.match is False:
         module.fail_json(msg='installed %s but the driver still differs: %s' % (' '.join(plan.pins), result['reason']), **result)
+    module.exit_json(**result)
+
+
+def _hold_set(backend, params, names, verdict):
+    """What the install holds, read now: the named packages, user space, and (kernel side) what they require."""
+    if not params['hold']:
+        return []
+    closure = backend.hold_closure([spec_root(name) for name in names]) if params['kernel_side'] else {}
+    return hold_names(names, [pkg['name'] for pkg in verdict.package_records], closure)
+
+
+def _install(module, reader, backend, verdict, result):
+    """install_packages: plan the pins, dry-run, install (restore on failure), then hold what is there (act -> verify)."""
+    params = module.params
+    names = params['install_packages']
+    plain = [spec_root(name) for name in names]
+    installed = backend.installed_versions(plain)
+    available = backend.available_versions(plain) if params['install_version'] else {}
+    plan = plan_install(backend, names, params['install_version'], installed, available)
+    if plan.unavailable:
+        raise FixError('cannot install %s: %s; check that the repository with this version is configured and its lists are current '
+                       '(apt-get update)' % (' '.join(names), '; '.join(item['reason'] for item in plan.unavailable)),
+                       'plan_failed', [item['name'] for item in plan.unavailable], fix_skipped=plan.unavailable)
+    if plan.pins:
+        simulated = backend.simulate(plan.pins, set(plain) | set(installed), kernel_side=params['kernel_side'])
+        if not simulated['install'] and not simulated['remove']:
+            plan.pins = []  # a module spec already in place
+    held = _hold_set(backend, params, names, verdict)
+    result['fix_packages'] = plan.pins
+    if module.check_mode:
+        needed = backend.hold_needed(held) if held else {'add': [], 'stale': []}
+        result['changed'] = bool(plan.pins or needed['add'] or needed['stale'])
+    else:
+        fix_result = {'installed': [], 'held': held}
+        if plan.pins:
+            previous = dict((pkg['name'], pkg['version']) for pkg in verdict.package_records)
+            previous.update(installed)
+            fix_result.update(backend.apply(plan.pins, previous, wanted=plan.wanted, lift=held, hold=False))
+            evidence, verdict = _observe(reader, params)
+            held = _hold_set(backend, params, names, verdict)
+        fix_result.update(backend.apply_hold(backend.hold_needed(held)) if held else {'hold_added': [], 'unlocked': []}, held=held)
+        result.update(fix_result=fix_result, changed=bool(plan.pins or fix_result['hold_added'] or fix_result['unlocked']),
+                      kernel_module=_kernel_module(verdict), userspace=_userspace(verdict), match=verdict.match, mismatches=verdict.mismatches)
+    if module._diff and result['changed']:
+        after = dict(installed, **dict((spec_root(name), version or 'the newest') for name, version in plan.wanted.items()))
+        result['diff'] = dict(before_header='NVIDIA driver packages (before)', after_header='NVIDIA driver packages (after)',
+                              before=render_install(names, installed, []), after=render_install(names, after, held))
     module.exit_json(**result)
 
 
@@ -387,15 +497,21 @@ def main():
             expected_version=dict(type='str'),
             package_manager=dict(type='str', default='auto', choices=['auto', 'apt', 'dnf']),
             flavor=dict(type='str', default='auto', choices=['auto', 'open', 'proprietary']),
+            install_packages=dict(type='list', elements='str', default=[]),
+            install_version=dict(type='str', default=''),
+            kernel_side=dict(type='bool', default=False),
+            hold=dict(type='bool', default=True),
         ),
+        mutually_exclusive=[('fix', 'install_packages')],
         supports_check_mode=True,
     )
     host = HostCommands(module)
     reader = EvidenceReader(host)
     evidence, verdict = _observe(reader, module.params)
-    manager = verdict.package_manager
-    if module.params['package_manager'] != 'auto' and manager:
-        manager = module.params['package_manager']
+    # asked for, else the tool of the packages found, else the distribution's (a host without driver packages yet)
+    manager = module.params['package_manager']
+    if manager == 'auto':
+        manager = verdict.package_manager or {'debian': 'apt', 'redhat': 'dnf'}.get(verdict.distro_family)
     backend = backend_for(manager, host)
     action = recommend(verdict, evidence['module_loaded'])
     plan = _plan(verdict, action, backend)
@@ -403,6 +519,16 @@ def main():
     for note in verdict.notes:
         if note.startswith('the flavor option'):
             module.warn(note)
+    if module.params['install_packages']:
+        if not backend:
+            module.fail_json(msg='install_packages needs apt (Debian family) or dnf (Red Hat family); this host has %s. Set '
+                             'package_manager, or install the driver another way' % (manager or 'no known package manager'),
+                             fix_error={'kind': 'no_tool', 'packages': module.params['install_packages']}, **result)
+        try:
+            _install(module, reader, backend, verdict, result)
+        except FixError as exc:
+            result.update(exc.context, fix_error=exc.to_json())
+            module.fail_json(msg=str(exc), **result)
     if module.params['fix'] and action == 'install_userspace' and plan.pins and verdict.match is False and backend:
         _fix(module, reader, backend, verdict, plan, result)
     _report(module, verdict, plan, action, result)

@@ -102,7 +102,7 @@ def test_userspace_only_without_a_loaded_module_fails_before_installing(tmp_path
     proc, facts = play(tmp_path, INCLUDE, {'nvidia_driver_userspace_only': True})
     assert proc.returncode != 0
     assert 'nvidia_driver_userspace_only is true but no NVIDIA kernel module is visible' in proc.stdout
-    assert 'Install the NVIDIA driver packages' not in proc.stdout
+    assert 'Install and hold' not in proc.stdout
 
 
 @pytest.mark.parametrize('extra, flavor', [

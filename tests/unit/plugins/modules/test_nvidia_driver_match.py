@@ -392,3 +392,175 @@ def test_dnf_fix_refuses_a_transaction_that_removes_or_touches_the_kernel_side(r
     assert result['failed'] is True
     assert result['fix_error'] == {'kind': 'would_remove', 'packages': ['xorg-x11-drv-nouveau']}
     assert not any('-y' in argv for argv in host.ran)
+
+
+# ---------------------------------------------------------------------------
+# install_packages: the nvidia_driver role's install through the same backends
+# ---------------------------------------------------------------------------
+
+CUDA_NAMES = ('cuda-drivers-535', 'nvidia-driver-cuda', 'nvidia-kernel-dkms', 'libcuda1', 'libnvidia-ml1', 'nvidia-smi')
+# apt-cache madison rows in the format of tests/fixtures/nvidia_live/apt-cache-madison.txt (the stand-in repository of
+# tests/integration/test_nvidia_role_apt.py serves these names and versions)
+MADISON_CUDA = ''.join('%s | %s | http://10.0.0.1:8080 ./ Packages\n' % (name, version)
+                       for name in CUDA_NAMES for version in ('535.309.01-0+deb12u1', '535.261.03-1')
+                       if not (name == 'cuda-drivers-535' and version.startswith('535.309')))
+SIM_CUDA = ''.join('Inst %s (535.261.03-1 localhost [amd64])\n' % name for name in CUDA_NAMES)
+
+
+def _dpkg_rows(names, version='535.261.03-1', status='ii'):
+    return ''.join('%s \t%s\t%s\tamd64\tstand-in\n' % (status, name, version) for name in names)
+
+
+def _install_host(held=''):
+    """A Debian host without NVIDIA packages; the install puts CUDA_NAMES in at 535.261.03-1."""
+    state = {'dpkg': '', 'held': held, 'holds': []}
+
+    def do_install(argv):
+        state['dpkg'] = _dpkg_rows(CUDA_NAMES)
+        return 0, 'Setting up cuda-drivers-535 (535.261.03-1) ...\n', ''
+
+    def hold(argv):
+        state['holds'].append(argv[2:])
+        state['held'] += ''.join(name + '\n' for name in argv[2:])
+        return 0, '', ''
+
+    commands = {
+        # dpkg-query -W -f FORMAT NAME...: the rows of the names asked for
+        'dpkg-query -W': lambda argv: (0, ''.join(row for row in state['dpkg'].splitlines(True) if row.split('\t')[1] in argv[4:]), ''),
+        'apt-cache madison': (0, MADISON_CUDA, ''),
+        'apt-get -s install': (0, SIM_CUDA, ''),
+        'apt-get install': do_install,
+        'apt-mark showhold': lambda argv: (0, state['held'], ''),
+        'apt-mark hold': hold,
+    }
+    before = {'container_files': {}, 'module_loaded': False}
+    after = dict(before, dpkg=_dpkg_rows(CUDA_NAMES), modinfo='version:        535.261.03\nlicense:        NVIDIA\n')
+    return Host([before, after], commands), state
+
+
+INSTALL_ARGS = {'install_packages': ['cuda-drivers-535'], 'install_version': '535.261.03', 'kernel_side': True, 'package_manager': 'apt'}
+
+
+def test_install_pins_the_exact_version_and_holds_named_and_user_space(run_module):
+    host, state = _install_host()
+    result = run_module(INSTALL_ARGS, host)
+    assert not result.get('failed'), result.get('msg')
+    assert result['changed'] is True
+    # The newest revision of 535.261.03 the repository offers, not the newer 535.309.01 upload.
+    assert result['fix_packages'] == ['cuda-drivers-535=535.261.03-1']
+    install = next(argv for argv in host.ran if argv[0].endswith('apt-get') and argv[1] == 'install')
+    assert install[-1] == 'cuda-drivers-535=535.261.03-1' and '--no-install-recommends' in install
+    # Held: the named package and every user-space package nvidia_driver_info counts; not the kernel side itself.
+    assert result['fix_result']['held'] == ['cuda-drivers-535', 'libcuda1', 'libnvidia-ml1', 'nvidia-driver-cuda', 'nvidia-smi']
+    assert state['holds'] == [result['fix_result']['held']]
+    assert result['fix_result']['hold_added'] == result['fix_result']['held']
+    # The result describes the host after the install: the module file on disk, none loaded (a reboot decides).
+    assert result['kernel_module']['version'] is None and result['kernel_module']['file_version'] == '535.261.03'
+
+
+def test_install_second_run_changes_nothing(run_module):
+    host, state = _install_host()
+    state['dpkg'] = _dpkg_rows(CUDA_NAMES, status='hi')
+    state['held'] = ''.join(name + '\n' for name in CUDA_NAMES)
+    host.evidences = [dict(host.evidences[1])]
+    result = run_module(INSTALL_ARGS, host)
+    assert not result.get('failed'), result.get('msg')
+    assert result['changed'] is False and result['fix_packages'] == []
+    assert not any(argv[0].endswith('apt-get') for argv in host.ran)
+    assert not any(argv[0].endswith('apt-mark') and argv[1] == 'hold' for argv in host.ran)
+
+
+def test_install_holds_again_what_someone_released(run_module):
+    host, state = _install_host()
+    state['dpkg'] = _dpkg_rows(CUDA_NAMES)
+    state['held'] = ''.join(name + '\n' for name in CUDA_NAMES if name != 'nvidia-smi')
+    host.evidences = [dict(host.evidences[1])]
+    result = run_module(INSTALL_ARGS, host)
+    assert result['changed'] is True and result['fix_packages'] == []
+    assert state['holds'] == [['nvidia-smi']]
+
+
+def test_install_check_mode_and_diff_change_nothing(run_module):
+    host, state = _install_host()
+    result = run_module(INSTALL_ARGS, host, check_mode=True, diff=True)
+    assert not result.get('failed'), result.get('msg')
+    assert result['changed'] is True and result['fix_packages'] == ['cuda-drivers-535=535.261.03-1']
+    assert result['diff']['before'] == 'package cuda-drivers-535 not installed\nheld: none\n'
+    assert result['diff']['after'].startswith('package cuda-drivers-535 535.261.03-1\nheld: cuda-drivers-535')
+    assert not any(argv[1] in ('install', 'hold') for argv in host.ran if argv[0].endswith(('apt-get', 'apt-mark')))
+    assert state['dpkg'] == ''
+
+
+def test_install_version_the_repositories_lack_fails_naming_what_they_offer(run_module):
+    host, state = _install_host()
+    result = run_module(dict(INSTALL_ARGS, install_version='535.247.01'), host)
+    assert result['failed'] is True
+    assert result['fix_error'] == {'kind': 'plan_failed', 'packages': ['cuda-drivers-535']}
+    assert result['fix_skipped'] == [{'name': 'cuda-drivers-535', 'reason': 'no version 535.247.01 of cuda-drivers-535 is available from the '
+                                                                           'configured repositories (they offer: 535.261.03-1)'}]
+    assert not any(argv[0].endswith('apt-get') for argv in host.ran)
+
+
+def test_install_refuses_kernel_side_unless_allowed(run_module):
+    host, state = _install_host()
+    host.commands['apt-get -s install'] = (0, SIM_CUDA.replace('Inst libcuda1', 'Inst nvidia-kernel-dkms-extra'), '')
+    result = run_module(dict(INSTALL_ARGS, kernel_side=False), host)
+    assert result['failed'] is True
+    assert result['fix_error'] == {'kind': 'kernel_side', 'packages': ['nvidia-kernel-dkms', 'nvidia-kernel-dkms-extra']}
+    assert state['dpkg'] == ''
+
+
+def test_install_refuses_a_removal(run_module):
+    host, state = _install_host()
+    host.commands['apt-get -s install'] = (0, 'Remv nvidia-kernel-open-dkms [535.261.03-1]\n' + SIM_CUDA, '')
+    result = run_module(INSTALL_ARGS, host)
+    assert result['failed'] is True
+    assert result['fix_error'] == {'kind': 'would_remove', 'packages': ['nvidia-kernel-open-dkms']}
+    assert state['dpkg'] == '' and state['holds'] == []
+
+
+def test_install_without_a_version_leaves_installed_packages_alone(run_module):
+    host, state = _install_host()
+    state['dpkg'] = _dpkg_rows(['cuda-drivers-535'], version='535.216.01-1')
+    result = run_module(dict(INSTALL_ARGS, install_version='', hold=False), host)
+    assert not result.get('failed'), result.get('msg')
+    assert result['changed'] is False and result['fix_packages'] == []
+    assert not any(argv[0].endswith(('apt-get', 'apt-mark')) for argv in host.ran)
+
+
+def test_install_and_fix_are_exclusive(run_module):
+    result = run_module(dict(INSTALL_ARGS, fix=True), Host([{'container_files': {}}]))
+    assert result['failed'] is True and 'mutually exclusive' in result['msg']
+
+
+def test_install_dnf_module_stream_locks_the_kernel_side_and_drops_stale_locks(run_module):
+    """A module spec at the branch (the role below R590): the dry run decides, the lock covers what it requires."""
+    rpm_rows = _rpm_rows('535.261.03').replace('1.el9', '1.el8')
+    closure = 'nvidia-driver\t535.261.03-1.el8\nkmod-nvidia-latest-dkms\t535.261.03-1.el8\n'
+    state = {'locks': 'nvidia-driver-3:535.216.01-1.el8.*\n', 'ran': []}
+
+    def lock(argv):
+        state['ran'].append(argv[3:])
+        return 0, '', ''
+
+    table = ('Dependencies resolved.\n' + '=' * 80 + '\n Package   Arch   Version   Repository   Size\n' + '=' * 80 + '\nInstalling group/module packages:\n'
+             + ' nvidia-driver   x86_64   3:535.261.03-1.el8   cuda   1.0 M\n\nTransaction Summary\n')
+    host = Host([{'container_files': {}, 'module_loaded': False, 'rpm': '', 'os_release': 'ID="rocky"\nID_LIKE="rhel centos fedora"\n'},
+                 {'container_files': {}, 'module_loaded': False, 'rpm': rpm_rows, 'os_release': 'ID="rocky"\n'}], {
+        'rpm -q --qf %{NAME}\\t%{VERSION}-%{RELEASE}\\n': (0, closure, ''),
+        'rpm -q --requires': (0, '', ''),
+        'rpm -q --qf': (0, rpm_rows, ''),
+        'dnf --assumeno': (1, table, 'Operation aborted.\n'),
+        'dnf -q versionlock list': lambda argv: (0, state['locks'], ''),
+        'dnf -q versionlock delete': lock,
+        'dnf -q versionlock add': lock,
+        'dnf -y --setopt=install_weak_deps=False install': (0, 'Complete!\n', ''),
+    })
+    result = run_module({'install_packages': ['@nvidia-driver:535-dkms'], 'kernel_side': True, 'package_manager': 'dnf'}, host)
+    assert not result.get('failed'), result.get('msg')
+    assert result['fix_packages'] == ['@nvidia-driver:535-dkms']
+    held = result['fix_result']['held']
+    assert 'nvidia-driver' in held and 'kmod-nvidia-latest-dkms' in held and 'nvidia-driver-NVML' in held
+    # The earlier run's lock on nvidia-driver was lifted for the transaction; the new locks come before the stale ones go.
+    assert state['ran'][0][0] == 'delete' and state['ran'][0][1:] == ['nvidia-driver-3:535.216.01-1.el8.*']
+    assert state['ran'][1][0] == 'add'
