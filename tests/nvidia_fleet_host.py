@@ -24,6 +24,7 @@ Shared set-up, nothing NVIDIA-specific is faked here except the loaded kernel mo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -168,6 +169,18 @@ def boot(name, work):
 
 def down(name):
     run([FLEET, 'down', name])
+
+
+@contextlib.contextmanager
+def sglang_host(name, work, version='0.5.9'):
+    """A booted test host NAME for a deploy of the role, with WORK/wheelhouse holding SGLang VERSION's wheel; down afterwards."""
+    import sglang_wheels  # pylint: disable=import-outside-toplevel  (tests/ is on sys.path wherever this module is)
+    sglang_wheels.wheelhouse_for_test(work, version)
+    node = boot(name, work)
+    try:
+        yield node
+    finally:
+        down(name)
 
 
 def ssh(node, command, timeout=600):

@@ -138,6 +138,19 @@ def wheel_path(version: str) -> Path:
         return final
 
 
+def wheelhouse_for_test(work, version: str) -> Path:
+    """WORK/wheelhouse holding SGLang VERSION's wheel (a role test's sglang_service_wheelhouse); fails the calling test,
+    saying why, when the wheel cannot be fetched."""
+    import pytest  # pylint: disable=import-outside-toplevel  (only a test calls this)
+    wheelhouse = Path(str(work)) / 'wheelhouse'
+    wheelhouse.mkdir(exist_ok=True)
+    try:
+        shutil.copy(str(wheel_path(version)), str(wheelhouse))
+    except WheelUnavailable as exc:
+        pytest.fail('SGLang %s is needed from PyPI for this test and could not be fetched:\n%s' % (version, exc))
+    return wheelhouse
+
+
 def tree_path(version: str) -> Path:
     """Return ``<cache>/trees/<version>`` holding ``sglang/...`` site files and the dist-info METADATA."""
     trees = cache_root() / 'trees'

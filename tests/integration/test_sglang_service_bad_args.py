@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -25,7 +24,6 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 import nvidia_fleet_host as fh  # noqa: E402  pylint: disable=wrong-import-position
-import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import first_sentence  # noqa: E402
 
@@ -64,21 +62,11 @@ def server_state(node):
 @pytest.fixture(scope='module')
 def good(tmp_path_factory):
     work = tmp_path_factory.mktemp('bad-args')
-    wheelhouse = work / 'wheelhouse'
-    wheelhouse.mkdir()
-    try:
-        wheel = sglang_wheels.wheel_path('0.5.9')
-    except sglang_wheels.WheelUnavailable as exc:
-        pytest.fail('SGLang 0.5.9 is needed from PyPI for this test and could not be fetched:\n%s' % exc)
-    shutil.copy(str(wheel), str(wheelhouse))
-    node = fh.boot(NODE, work)
-    try:
+    with fh.sglang_host(NODE, work) as node:
         proc, rows = deploy(node, work, 'good', GOOD_ARGS)
         assert proc.returncode == 0, proc.stdout[-4000:]
         assert [(r['host'], r['status']) for r in rows] == [(NODE, 'ready')]
         yield node, work, server_state(node)
-    finally:
-        fh.down(NODE)
 
 
 @pytest.mark.parametrize('name, bad, reason', [

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
@@ -28,7 +27,6 @@ import pytest
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))
 import nvidia_fleet_host as fh  # noqa: E402  pylint: disable=wrong-import-position
-import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
 
 NODE = 'svcrb-' + os.environ.get('PYTEST_XDIST_WORKER', 'gw')
 ARGS = {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8, 'mem-fraction-static': 0.85}
@@ -94,18 +92,8 @@ def http_status(node, key=None):
 @pytest.fixture(scope='module')
 def host(tmp_path_factory):
     work = tmp_path_factory.mktemp('rollback')
-    wheelhouse = work / 'wheelhouse'
-    wheelhouse.mkdir()
-    try:
-        wheel = sglang_wheels.wheel_path('0.5.9')
-    except sglang_wheels.WheelUnavailable as exc:
-        pytest.fail('SGLang 0.5.9 is needed from PyPI for this test and could not be fetched:\n%s' % exc)
-    shutil.copy(str(wheel), str(wheelhouse))
-    node = fh.boot(NODE, work)
-    try:
+    with fh.sglang_host(NODE, work) as node:
         yield node, work
-    finally:
-        fh.down(NODE)
 
 
 def test_rollback_restores_the_removed_api_key_file_and_removes_a_created_one(host):
