@@ -496,8 +496,8 @@ def test_install_version_the_repositories_lack_fails_naming_what_they_offer(run_
     result = run_module(dict(INSTALL_ARGS, install_version='535.247.01'), host)
     assert result['failed'] is True
     assert result['fix_error'] == {'kind': 'plan_failed', 'packages': ['cuda-drivers-535']}
-    assert result['fix_skipped'] == [{'name': 'cuda-drivers-535', 'reason': 'no version 535.247.01 of cuda-drivers-535 is available from the '
-                                                                           'configured repositories (they offer: 535.261.03-1)'}]
+    reason = 'no version 535.247.01 of cuda-drivers-535 is available from the configured repositories (they offer: 535.261.03-1)'
+    assert result['fix_skipped'] == [{'name': 'cuda-drivers-535', 'reason': reason}]
     assert not any(argv[0].endswith('apt-get') for argv in host.ran)
 
 
