@@ -174,7 +174,8 @@ def down(name):
 @contextlib.contextmanager
 def sglang_host(name, work, version='0.5.9'):
     """A booted test host NAME for a deploy of the role, with WORK/wheelhouse holding SGLang VERSION's wheel; down afterwards."""
-    import sglang_wheels  # pylint: disable=import-outside-toplevel  (tests/ is on sys.path wherever this module is)
+    # tests/ is on sys.path wherever this module is imported
+    import sglang_wheels  # pylint: disable=import-outside-toplevel
     sglang_wheels.wheelhouse_for_test(work, version)
     node = boot(name, work)
     try:

@@ -141,7 +141,8 @@ def wheel_path(version: str) -> Path:
 def wheelhouse_for_test(work, version: str) -> Path:
     """WORK/wheelhouse holding SGLang VERSION's wheel (a role test's sglang_service_wheelhouse); fails the calling test,
     saying why, when the wheel cannot be fetched."""
-    import pytest  # pylint: disable=import-outside-toplevel  (only a test calls this)
+    # only a test calls this; the cache filler (python tests/sglang_wheels.py) runs without pytest
+    import pytest  # pylint: disable=import-outside-toplevel
     wheelhouse = Path(str(work)) / 'wheelhouse'
     wheelhouse.mkdir(exist_ok=True)
     try:
