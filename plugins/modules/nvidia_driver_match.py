@@ -66,7 +66,7 @@ options:
   install_packages:
     description:
       - Install these driver packages (names without versions) at O(install_version) in one transaction, then hold them,
-        instead of fixing drift. This is how the M(llmops.sglang.nvidia_driver) role installs; use it for a full install
+        instead of fixing drift. This is how the C(llmops.sglang.nvidia_driver) role installs; use it for a full install
         (kernel side included, with O(kernel_side=true)) or a user-space install in a container.
       - A name starting with C(@) is a dnf module spec (C(@nvidia-driver:535-dkms)); it is installed as it is (the stream
         pins the branch), and its package (C(nvidia-driver)) is held.
