@@ -11,7 +11,7 @@ one of its two whole states, the unit is active and enabled. The rerun must conv
 the one restart the change needs (systemd's InvocationIDs in the journal). One more kill lands inside the restart
 itself: when the unit leaves ``active`` (seen from the host), and the unit must come back without the controller.
 
-CI runs a sample (right after the SM120 patch write, and inside the restart); ``LLMOPS_KILL_EVERY_TASK=1`` kills at
+CI runs a sample (right after the SM120 patch write, right before and right after the restart, and inside it); ``LLMOPS_KILL_EVERY_TASK=1`` kills at
 every task header of the changing deploy instead (docs/reliability.md).
 
 Run: PYTHONPATH=<dir above ansible_collections> LLMOPS_FLEET_DIR=... python -m pytest tests/integration/test_faults_kill.py
@@ -47,10 +47,13 @@ CONFIGS = (
          sglang_service_environment={'LLMOPS_KILL_TEST': 'b'}, sglang_service_secret_environment={'HF_TOKEN': 'hf_b'}),
 )
 # The sample CI kills at (task header, occurrence): right after the SM120 patch write (patched source new, unit and
-# environment old); the kill inside the restart (between its stop and its start) is a test of its own. Each point costs
-# a kill and a rerun (~2 minutes on 2 cores), so the other points run with LLMOPS_KILL_EVERY_TASK=1.
+# environment old), right before the restart, right after it (the run offset not found yet); the kill inside the
+# restart (between its stop and its start) is a test of its own. Each point costs a kill and a rerun (~50 s on 2 idle
+# cores), so the other points run with LLMOPS_KILL_EVERY_TASK=1.
 SAMPLE = (
     ('TASK [llmops.sglang.sglang_sm120_patch : Report the SM120 patch state per site]', 1),
+    ('RUNNING HANDLER [llmops.sglang.sglang_service : Restart SGLang (stop, GPU release check, measure the log, start)]', 1),
+    ('TASK [llmops.sglang.sglang_service : Find where the current run starts in the log]', 1),
 )
 HEADERS = ('TASK [', 'RUNNING HANDLER [')
 
