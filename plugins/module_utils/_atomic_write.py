@@ -22,6 +22,10 @@ class NoSpaceError(OSError):
                                       'left as it was. Free space there and run again'
                          % (path, human_bytes(free), human_bytes(needed)))
 
+    def to_json(self):
+        """The numbers of the message, for a module's result (its ``no_space`` key)."""
+        return {'path': self.path, 'free': self.free, 'needed': self.needed}
+
 
 def human_bytes(count):
     for unit in ('bytes', 'KiB', 'MiB', 'GiB'):

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 
-from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import NoSpaceError, write_atomic
 
 FORMAT = 2
 
@@ -30,11 +30,13 @@ UNIT_PROPERTIES = ('ActiveState', 'SubState', 'UnitFileState', 'NeedDaemonReload
 
 
 class StampError(Exception):
-    """A record that cannot be read or written; ``msg`` says what and what to do."""
+    """A record that cannot be read or written; ``msg`` says what and what to do; ``no_space``: NoSpaceError.to_json()
+    when its file system is full."""
 
-    def __init__(self, msg):
+    def __init__(self, msg, no_space=None):
         super().__init__(msg)
         self.msg = msg
+        self.no_space = no_space
 
 
 def file_digest(path):
@@ -178,6 +180,8 @@ def write(path, record):
     try:
         # the temporary file is created 0600, and os.replace keeps that mode
         write_atomic(path, (json.dumps(record, indent=1, sort_keys=True) + '\n').encode('utf-8'), os.replace)
+    except NoSpaceError as err:
+        raise StampError('Cannot write the deployment record: %s' % err.strerror, no_space=err.to_json())
     except OSError as err:
         raise StampError('Cannot write the deployment record %s: %s' % (path, err))
 

@@ -23,7 +23,7 @@ import glob
 import os
 import re
 
-from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import NoSpaceError, write_atomic
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import (
     dist_version,
     locate,
@@ -919,11 +919,14 @@ def write(ws, python, run, move=None, backup=None):
                 write_atomic(ws.path(rel), ws.original[rel], move, suffix='.sm120tmp')
             except Exception as exc2:  # pylint: disable=broad-except
                 rollback_errors.append('%s: %s' % (ws.path(rel), exc2))
+        full = exc.to_json() if isinstance(exc, NoSpaceError) else None
         raise PatchError('Writing %s failed (%s); %s' % (
-            ws.path(changed[len(done)]) if len(done) < len(changed) else 'the patched files', exc,
+            ws.path(changed[len(done)]) if len(done) < len(changed) else 'the patched files',
+            exc.strerror if full else exc,
             'the files already written were restored' if not rollback_errors
             else 'restoring failed for: %s - reinstall SGLang' % '; '.join(rollback_errors)),
-            files_restored=[ws.path(r) for r in done], rollback_errors=rollback_errors, backup_files=backups)
+            files_restored=[ws.path(r) for r in done], rollback_errors=rollback_errors, backup_files=backups,
+            **({'no_space': full} if full else {}))
     for rel in changed:
         for pyc in _stale_bytecode(ws.path(rel)):
             try:

@@ -189,6 +189,17 @@ recorded_at:
   returned: always
   type: str
   sample: "2026-11-30T11:02:03Z"
+path:
+  description: The record file (O(path)).
+  returned: failure
+  type: str
+  sample: /var/lib/sglang/sglang.deployed.json
+no_space:
+  description:
+    - The file system of O(path) is full; the old record was left as it was. C(free) and C(needed) are bytes.
+  returned: failure on a full file system with O(state=present)
+  type: dict
+  sample: {path: /var/lib/sglang/sglang.deployed.json, free: 0, needed: 5213}
 '''
 
 import json
@@ -278,7 +289,7 @@ def main():
                                   before_header=p['path'], after_header=p['path'])
         module.exit_json(current=True, reasons=[], unit_changed=False, stale_process=False, recorded_at=new['recorded_at'], health=None, **result)
     except ds.StampError as err:
-        module.fail_json(msg=err.msg, path=p['path'])
+        module.fail_json(msg=err.msg, path=p['path'], **({'no_space': err.no_space} if err.no_space else {}))
 
 
 if __name__ == '__main__':

@@ -243,6 +243,25 @@ site:
   returned: failure on an unknown shape
   type: str
   sample: allreduce_fusion_gate
+files_restored:
+  description: Files this run had already replaced when a later write failed; each was written back to its old text.
+  returned: failure while writing
+  type: list
+  elements: str
+  sample: [/opt/sglang/venv/lib/python3.12/site-packages/sglang/srt/layers/communicator.py]
+rollback_errors:
+  description: Files that could not be written back (then reinstall SGLang); empty when the old text is whole again.
+  returned: failure while writing
+  type: list
+  elements: str
+  sample: []
+no_space:
+  description:
+    - The file system of a patched file is full; C(path) is the file that could not be written, C(free) and C(needed)
+      are bytes. Every file is left in its old text (see RV(files_restored), RV(rollback_errors)).
+  returned: failure on a full file system
+  type: dict
+  sample: {path: /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/layers/communicator.py, free: 0, needed: 41280}
 '''
 
 from ansible.module_utils.basic import AnsibleModule

@@ -1,30 +1,16 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Atomic writes on a real, really full file system (a 64 KiB tmpfs mounted for the test)."""
+"""Atomic writes on a real, really full file system (a 64 KiB tmpfs mounted for the test: conftest.tiny_fs)."""
 
 from __future__ import annotations
 
 import errno
 import os
-import subprocess
 
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import NoSpaceError, write_atomic
-
-
-@pytest.fixture
-def tiny_fs(tmp_path):
-    mnt = tmp_path / 'tiny'
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip('mounting a tmpfs needs root (CI runs as root)')
-    subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', str(mnt)], check=True)
-    try:
-        yield mnt
-    finally:
-        subprocess.run(['umount', '-l', str(mnt)], check=False)
 
 
 def test_full_file_system_names_path_and_free_space_and_keeps_the_old_file(tiny_fs):
