@@ -17,16 +17,13 @@ Private module_utils: runs on the target host, Python 3.9+, standard library onl
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
 import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils import _run_offset as ro
+from ansible_collections.llmops.sglang.plugins.module_utils._hangup import shielded
 
-# Signals a lost SSH session sends; ignored from the stop to the start (SIGKILL cannot be, and needs a person).
-SHIELDED_SIGNALS = (signal.SIGHUP, signal.SIGPIPE)
 ACTIVE_STATES = ('active', 'activating', 'reloading')
 
 
@@ -88,17 +85,6 @@ def log_size(path):
         return os.stat(path).st_size
     except FileNotFoundError:
         return 0
-
-
-@contextlib.contextmanager
-def shielded():
-    """Ignore the signals of a lost SSH session for the block, then put the previous handlers back."""
-    previous = dict((signum, signal.signal(signum, signal.SIG_IGN)) for signum in SHIELDED_SIGNALS)
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def failure_message(restart, step):

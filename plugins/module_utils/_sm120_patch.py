@@ -24,6 +24,7 @@ import os
 import re
 
 from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import NoSpaceError, write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils._hangup import shielded
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import (
     dist_version,
     locate,
@@ -902,6 +903,20 @@ def write(ws, python, run, move=None, backup=None):
         compile_check(python, path, new_data[rel], run)
     backups = []
     done = []
+    # Once the first file is replaced, a lost controller (its session hung up) must not leave a mixed set.
+    with shielded():
+        _replace_all(ws, changed, new_data, move, backup, backups, done)
+    for rel in changed:
+        for pyc in _stale_bytecode(ws.path(rel)):
+            try:
+                os.unlink(pyc)
+            except OSError:
+                pass
+    return [ws.path(rel) for rel in changed], backups
+
+
+def _replace_all(ws, changed, new_data, move, backup, backups, done):
+    """Replace every changed file; on a failure put back those already replaced and raise PatchError."""
     try:
         for rel in changed:
             path = ws.path(rel)
@@ -927,13 +942,6 @@ def write(ws, python, run, move=None, backup=None):
             else 'restoring failed for: %s - reinstall SGLang' % '; '.join(rollback_errors)),
             files_restored=[ws.path(r) for r in done], rollback_errors=rollback_errors, backup_files=backups,
             **({'no_space': full} if full else {}))
-    for rel in changed:
-        for pyc in _stale_bytecode(ws.path(rel)):
-            try:
-                os.unlink(pyc)
-            except OSError:
-                pass
-    return [ws.path(rel) for rel in changed], backups
 
 
 def diffs(ws):

@@ -444,3 +444,39 @@ def test_failed_write_restores_files_already_written(release):
     assert info.value.context['files_restored'] == [calls[0]]
     assert sglang_wheels.snapshot(pkg) == before
     assert not [p for p in sglang_wheels.snapshot(pkg) if p.endswith('.sm120tmp')]
+
+
+class HungUp(Exception):
+    """Stands for the default action of SIGHUP (the process ends) inside this test process."""
+
+
+@pytest.mark.parametrize('release', ['0.5.14'], indirect=True)
+def test_a_hang_up_between_two_file_writes_does_not_leave_a_mixed_set(release):
+    """A real SIGHUP (the controller's session lost) after the first patched file is replaced: the write goes on to the
+    last file, so the install is in one of its two whole states, and the process's handler is back afterwards."""
+    import signal  # pylint: disable=import-outside-toplevel
+    version, pkg = release
+    calls = []
+
+    def hung_up(signum, frame):
+        raise HungUp()
+
+    def move_then_hang_up(src, dest):
+        sm._default_move(src, dest)  # pylint: disable=protected-access
+        calls.append(dest)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGHUP)
+
+    before = sglang_wheels.snapshot(pkg)
+    previous = signal.signal(signal.SIGHUP, hung_up)
+    try:
+        result = sm.run_patch(params(pkg), sglang_wheels.run_command, move=move_then_hang_up)
+        assert signal.getsignal(signal.SIGHUP) is hung_up
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    after = sglang_wheels.snapshot(pkg)
+    assert result['changed'] and len(calls) > 1, version
+    # every file the patch changes was replaced (none left in its released text beside a patched one)
+    assert sorted(calls) == sorted(os.path.join(str(pkg), rel) for rel in after if after[rel] != before.get(rel))
+    # the whole patched state: a second run finds nothing to do
+    assert sm.run_patch(params(pkg), sglang_wheels.run_command)['changed'] is False
