@@ -176,8 +176,10 @@ def sglang_host(name, work, version='0.5.9'):
     """A booted test host NAME for a deploy of the role, with WORK/wheelhouse holding SGLang VERSION's wheel; down afterwards."""
     # tests/ is on sys.path wherever this module is imported
     import sglang_wheels  # pylint: disable=import-outside-toplevel
-    sglang_wheels.wheelhouse_for_test(work, version)
+    # each test its own copy from the wheel cache: never two pip downloads into one directory at once (pytest -n)
+    wheelhouse = sglang_wheels.wheelhouse_for_test(work, version)
     node = boot(name, work)
+    node['wheelhouse'] = str(wheelhouse)
     try:
         yield node
     finally:

@@ -72,19 +72,11 @@ PLAY = '''\
 
 @pytest.fixture(scope='module')
 def node(tmp_path_factory):
-    work = tmp_path_factory.mktemp('faults')
-    wheelhouse = os.path.join(fh.fleet_dir(), 'wheelhouse')
-    got = fh.run(['bash', fh.FLEET, 'wheelhouse', wheelhouse, 'sglang==0.5.9'], timeout=900)
-    assert got.returncode == 0, got.stderr
     name = os.environ.get('LLMOPS_FAULTS_HOST') or 'faults%d' % (os.getpid() % 100000)
-    try:
-        host = fh.boot(name, str(work))
-        host['wheelhouse'] = wheelhouse
+    with fh.sglang_host(name, tmp_path_factory.mktemp('faults')) as host:
         deployed = deploy(host, 'first', recording=READY)
         assert deployed['rc'] == 0, deployed['log'][-4000:]
         yield host
-    finally:
-        fh.down(name)
 
 
 def playbook(node, tag):

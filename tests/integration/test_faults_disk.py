@@ -158,22 +158,14 @@ def assert_fails_for_space(run, task, path, free, needed=None):
 
 @pytest.fixture(scope='module')
 def node(tmp_path_factory):
-    work = tmp_path_factory.mktemp('fulldisk')
-    wheelhouse = os.path.join(fh.fleet_dir(), 'wheelhouse')
-    got = fh.run(['bash', fh.FLEET, 'wheelhouse', wheelhouse, 'sglang==0.5.9'], timeout=900)
-    assert got.returncode == 0, got.stderr
     name = os.environ.get('LLMOPS_FULLDISK_HOST') or 'fulldisk%d' % (os.getpid() % 100000)
-    try:
-        host = fh.boot(name, str(work))
-        host['wheelhouse'] = wheelhouse
+    with fh.sglang_host(name, tmp_path_factory.mktemp('fulldisk')) as host:
         first = deploy(host, 'first')
         assert first['rc'] == 0, first['log'][-4000:]
         package = remote(host, '/opt/sglang/venv/bin/python -c "import importlib.util, os; '
                                'print(os.path.dirname(importlib.util.find_spec(\'sglang\').origin))"')
         host['patch_files'] = [os.path.join(package, rel) for rel in PATCH_FILES]
         yield host
-    finally:
-        fh.down(name)
 
 
 def test_a_full_disk_at_the_unit_write_keeps_the_old_unit_and_the_server(node):
