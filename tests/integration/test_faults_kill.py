@@ -103,20 +103,12 @@ def headers(log):
 @pytest.fixture(scope='module')
 def host(tmp_path_factory):
     """A host deployed with CONFIGS[0]; 'current' is the index of the config it runs."""
-    work = tmp_path_factory.mktemp('kill')
-    wheelhouse = os.path.join(fh.fleet_dir(), 'wheelhouse')
-    got = fh.run(['bash', fh.FLEET, 'wheelhouse', wheelhouse, 'sglang==0.5.9'], timeout=900)
-    assert got.returncode == 0, got.stderr
     name = os.environ.get('LLMOPS_KILL_HOST') or 'kill%d' % (os.getpid() % 100000)
-    try:
-        node = fh.boot(name, str(work))
-        node['wheelhouse'] = wheelhouse
+    with fh.sglang_host(name, tmp_path_factory.mktemp('kill')) as node:
         done = tf.deploy(node, 'first', **CONFIGS[0])
         assert done['rc'] == 0, done['log'][-4000:]
         node['current'] = 0
         yield node
-    finally:
-        fh.down(name)
 
 
 def kill_at(node, tag, config, point):
