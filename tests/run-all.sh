@@ -13,7 +13,8 @@
 # copies the checkout to $LLMOPS_CI_DIR/src/ansible_collections/llmops/sglang and runs, in order:
 #   ansible-test sanity (3.12, all tests; then compile/import on every other module Python found),
 #   ansible-test units, ansible-lint, antsibull-docs lint-collection-docs, molecule test --all
-#   (OpenSSH), molecule test -s default over paramiko (ansible-core 2.20), and LAST pytest over
+#   (OpenSSH), molecule test -s default over paramiko (ansible-core 2.20), README's demo in a fresh stock
+#   Debian 12 chroot (tests/infra/stock-debian.sh, when time allows), and LAST pytest over
 #   tests/unit tests/integration (tests/system too if present), so pytest's summary is the last line.
 # Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
 # On exit every test host, namespace, cgroup and process it started is removed (fleet.sh down --all).
@@ -230,6 +231,25 @@ molecule_all() {
     timeout -k 30 2700 molecule test --all
 }
 
+# README's demo command on a stock Debian 12 (no pyenv, no pip, Python 3.11): a root file system built afresh with
+# mmdebstrap, the demo run in it with chroot (tests/infra/stock-debian.sh). About 3.5 min on a quiet 2-core machine,
+# 17 min under load, so it runs only when the steps before it left room for the final pytest run within CI's 90 min.
+# shellcheck disable=SC2317  # runs through run_step
+stock_debian() {
+    local spent
+    spent=$(elapsed "$T_START")
+    if awk -v s="$spent" 'BEGIN{exit !(s > 1800)}'; then
+        echo "stock-debian: not run: ${spent} s spent already (it runs when at most 1800 s were); run it with" \
+            "'bash tests/infra/stock-debian.sh'"
+        return 0
+    fi
+    rm -rf "$CI_DIR/stock-debian"
+    LLMOPS_STOCK_DIR="$CI_DIR/stock-debian" timeout -k 30 1200 bash tests/infra/stock-debian.sh
+    local rc=$?
+    rm -rf "$CI_DIR/stock-debian"
+    return "$rc"
+}
+
 # shellcheck disable=SC2317  # runs through run_step
 molecule_paramiko() {
     PATH="$VENV20/bin:$PATH" LLMOPS_FLEET_CONNECTION=paramiko timeout -k 30 600 "$VENV20/bin/molecule" test -s default
@@ -248,6 +268,7 @@ wait_rootfs
 run_step molecule molecule_all
 run_step molecule-paramiko molecule_paramiko
 fleet_cleanup
+run_step stock-debian stock_debian
 
 # ------------------------------------------------------------------ report, then pytest last
 PYTEST_DIRS=(tests/unit tests/integration)
