@@ -199,6 +199,29 @@ def verify(checks, stopped, removed, leaks):
         by_name['shm'].problems.append('could not remove %s. Remove them by hand.' % ', '.join(left))
 
 
+def gpu_check_options():
+    """The argument_spec of the GPU holder check, for sglang_preflight and sglang_restart alike (one place for the
+    defaults a restart's release check and a pre-flight must agree on); a new dict each call."""
+    return dict(
+        unit=dict(type='str', default='sglang.service'),
+        user=dict(type='str'),
+        environment=dict(type='dict', default={}),
+        gpu_devices=dict(type='list', elements='path', default=[]),
+        shared_devices=dict(type='list', elements='path', default=list(gh.SHARED_DEVICES)),
+        cleanup=dict(type='bool', default=False),
+        stop_timeout=dict(type='float', default=10.0),
+    )
+
+
+def release_params(params):
+    """preflight()'s parameters for the check after a stop that the unit released its GPUs: the GPU check options of
+    ``params``, the GPU check alone, every other check's input empty."""
+    release = dict((name, params[name]) for name in gpu_check_options())
+    release.update(checks=['gpus'], unit_stopped=True, server_args={}, python=None, working_directory='/',
+                   shm_dir='/dev/shm', min_free_gb=0.0)
+    return release
+
+
 def preflight(module, params):
     """The whole pre-flight on this host (observe, decide, clean up unless in check mode, verify) as the module's
     result; ``ok`` is False when a check failed. The sglang_preflight module and the restart's GPU release check

@@ -253,7 +253,6 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _gpu_holders as gh
 from ansible_collections.llmops.sglang.plugins.module_utils import _preflight as pf
 from ansible_collections.llmops.sglang.plugins.module_utils import _preflight_host as ph
 
@@ -261,17 +260,11 @@ from ansible_collections.llmops.sglang.plugins.module_utils import _preflight_ho
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            unit=dict(type='str', default='sglang.service'),
-            user=dict(type='str'),
+            ph.gpu_check_options(),
             server_args=dict(type='dict', default={}),
-            environment=dict(type='dict', default={}),
             python=dict(type='path'),
             working_directory=dict(type='path', default='/'),
-            gpu_devices=dict(type='list', elements='path', default=[]),
-            shared_devices=dict(type='list', elements='path', default=list(gh.SHARED_DEVICES)),
             shm_dir=dict(type='path', default='/dev/shm'),
-            cleanup=dict(type='bool', default=False),
-            stop_timeout=dict(type='float', default=10.0),
             min_free_gb=dict(type='float', default=2.0),
             checks=dict(type='list', elements='str', choices=list(pf.CHECKS), default=list(pf.CHECKS)),
             unit_stopped=dict(type='bool', default=False),

@@ -160,36 +160,21 @@ failed_step:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _gpu_holders as gh
 from ansible_collections.llmops.sglang.plugins.module_utils import _preflight_host as ph
 from ansible_collections.llmops.sglang.plugins.module_utils import _restart as rs
 from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
 from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
 
 
-def release_params(p):
-    """The sglang_preflight parameters of the GPU release check."""
-    return dict(unit=p['unit'], user=p['user'], environment=p['environment'], gpu_devices=p['gpu_devices'],
-                shared_devices=p['shared_devices'], cleanup=p['cleanup'], stop_timeout=p['stop_timeout'],
-                checks=['gpus'], unit_stopped=True, server_args={}, python=None, working_directory='/',
-                shm_dir='/dev/shm', min_free_gb=0.0)
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            unit=dict(type='str', default='sglang.service'),
+            ph.gpu_check_options(),
             log_path=dict(type='str', default=''),
             run_file=dict(type='str', default=''),
             daemon_reload=dict(type='bool', default=True),
             enable=dict(type='bool', default=True),
             release_check=dict(type='bool', default=True),
-            user=dict(type='str'),
-            environment=dict(type='dict', default={}),
-            gpu_devices=dict(type='list', elements='path', default=[]),
-            shared_devices=dict(type='list', elements='path', default=list(gh.SHARED_DEVICES)),
-            cleanup=dict(type='bool', default=False),
-            stop_timeout=dict(type='float', default=10.0),
         ),
         supports_check_mode=True,
     )
@@ -203,7 +188,7 @@ def main():
         except systemd.SystemdError:
             return {}
 
-    restarter = rs.Restarter(p['unit'], systemctl, run, lambda: ph.preflight(module, release_params(p)), show, p['log_path'],
+    restarter = rs.Restarter(p['unit'], systemctl, run, lambda: ph.preflight(module, ph.release_params(p)), show, p['log_path'],
                              p['run_file'])
     steps = rs.plan(p['daemon_reload'], p['release_check'], p['log_path'], p['enable'], p['run_file'])
     result = restarter.preview(steps) if module.check_mode else restarter.restart(steps)
