@@ -49,14 +49,14 @@ def import_collection():
     """The collection's classifier modules, through a temporary ansible_collections/llmops/sglang link when
     PYTHONPATH does not already provide one."""
     try:
-        from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log, _sglang_rules  # pylint: disable=import-outside-toplevel
+        from ansible_collections.llmops.sglang.plugins.module_utils.log import _classifier, _rules  # pylint: disable=import-outside-toplevel
     except ImportError:
         base = tempfile.mkdtemp(prefix="llmops-bench-")
         os.makedirs(os.path.join(base, "ansible_collections", "llmops"))
         os.symlink(ROOT, os.path.join(base, "ansible_collections", "llmops", "sglang"))
         sys.path.insert(0, base)
-        from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log, _sglang_rules  # pylint: disable=import-outside-toplevel
-    return _sglang_log, _sglang_rules
+        from ansible_collections.llmops.sglang.plugins.module_utils.log import _classifier, _rules  # pylint: disable=import-outside-toplevel
+    return _classifier, _rules
 
 
 def backlog_lines(sglang_log):
@@ -122,8 +122,12 @@ def grep_count(args, path):
 
 def baseline_module(rev):
     """The classifier module of git revision ``rev`` (older single-file layout or the current one)."""
-    source = subprocess.run(["git", "-C", ROOT, "show", "%s:plugins/module_utils/_sglang_log.py" % rev],
-                            stdout=subprocess.PIPE, check=True).stdout
+    for path in ("plugins/module_utils/log/_classifier.py", "plugins/module_utils/_sglang_log.py"):  # before the packages
+        shown = subprocess.run(["git", "-C", ROOT, "show", "%s:%s" % (rev, path)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
+        if shown.returncode == 0:
+            break
+    shown.check_returncode()
+    source = shown.stdout
     path = os.path.join(tempfile.mkdtemp(prefix="llmops-bench-"), "baseline_sglang_log.py")
     with open(path, "wb") as handle:
         handle.write(source)

@@ -100,7 +100,7 @@ def run_module(collections, log, timeout, base):
 
 def run_round_in_process(log, timeout):
     """(MiB read, CPU seconds) of this tree's WaitRound run in this process: the module's own work, no Ansible."""
-    from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import WaitParams, WaitRound  # pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.sglang.plugins.module_utils.wait._round import WaitParams, WaitRound  # pylint: disable=import-outside-toplevel
     cpu = time.process_time()
     res = WaitRound(WaitParams(log_path=log, log_offset=0, timeout=timeout, stall_timeout=0)).run(None)
     return res["log_offset_end"] / (1024.0 * 1024.0), time.process_time() - cpu

@@ -66,7 +66,7 @@ json.dump({"t_end": t_end, "rc": p.returncode, "rchar": int(io["rchar"]), "cpu":
 # The module_utils round in its own process: measures only the wait (not the interpreter start-up).
 RUNNER = r"""
 import json, resource, sys, time
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import run_round
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._round import run_round
 args = json.loads(sys.argv[1])
 def rchar():
     return int([l for l in open("/proc/self/io") if l.startswith("rchar")][0].split()[1])

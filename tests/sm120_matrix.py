@@ -38,7 +38,7 @@ sys.path.insert(0, str(HERE))
 import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
 
 try:
-    from ansible_collections.llmops.sglang.plugins.module_utils import _sm120_patch as sm  # noqa: E402
+    from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _sm120_patch as sm  # noqa: E402
 except ImportError:  # pragma: no cover - run from a checkout that is not under ansible_collections/
     sys.exit('put the directory above ansible_collections/ on PYTHONPATH (see the docstring)')
 

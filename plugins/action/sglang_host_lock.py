@@ -15,7 +15,7 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.llmops.sglang.plugins.module_utils._procfs import parse_stat
+from ansible_collections.llmops.sglang.plugins.module_utils.host._procfs import parse_stat
 
 display = Display()
 

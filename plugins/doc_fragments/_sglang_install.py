@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment:
-    """The options of modules that work on an installed SGLang (plugins/module_utils/_sglang_install.py)."""
+    """The options of modules that work on an installed SGLang (plugins/module_utils/sglang/_install.py)."""
 
     # Private fragment: not part of the collection's public API.
     DOCUMENTATION = r'''

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.sglang.plugins.module_utils._rank_compare import describe, differences
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy._rank_compare import describe, differences
 
 
 def rank_differences(ranks):

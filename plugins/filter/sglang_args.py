@@ -13,7 +13,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
 # the key -> flag rules shared with llmops.sglang.sglang_server_flags
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_flags import (
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._flags import (
     check_args,
     duplicate_keys,
     duplicate_message,
@@ -65,7 +65,7 @@ def _flag_list(value, option):
 
 def _check_known(args, known_flags, boolean_flags, flag_values):
     """Reject what the installed SGLang would reject: unknown flags, values for switches, values of the wrong type or
-    outside the choices (the rule of llmops.sglang.sglang_server_flags, _sglang_flags.check_args)."""
+    outside the choices (the rule of llmops.sglang.sglang_server_flags, sglang._flags.check_args)."""
     known = _flag_list(known_flags, 'known_flags')
     switches = _flag_list(boolean_flags, 'boolean_flags')
     if flag_values is not None and not isinstance(flag_values, dict):

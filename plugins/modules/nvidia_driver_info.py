@@ -277,10 +277,10 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_evidence import EvidenceReader, driver_versions
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_host import HostCommands
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_packages import read_versionlocks, rpm_requires_closure, stale_locks
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_verdict import evaluate
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._evidence import EvidenceReader, driver_versions
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._host import HostCommands
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._packages import read_versionlocks, rpm_requires_closure, stale_locks
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._verdict import evaluate
 
 
 def _rpm_facts(host, verdict, roots):

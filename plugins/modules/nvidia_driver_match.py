@@ -333,12 +333,12 @@ stderr:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_backends import backend_for
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_evidence import EvidenceReader
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_fix import FixError, plan_fix
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_host import HostCommands
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_install import hold_names, plan_install, render_install, spec_root
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_verdict import describe, evaluate, recommend, render_state
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._backends import backend_for
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._evidence import EvidenceReader
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._fix import FixError, plan_fix
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._host import HostCommands
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._install import hold_names, plan_install, render_install, spec_root
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._verdict import describe, evaluate, recommend, render_state
 
 
 def _expected_ok(expected, version):

@@ -210,12 +210,12 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _bench_serving as bs
-from ansible_collections.llmops.sglang.plugins.module_utils import _benchmark as bm
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
-from ansible_collections.llmops.sglang.plugins.module_utils._bench_client import StreamingClient
-from ansible_collections.llmops.sglang.plugins.module_utils._bench_stats import decide, load_key
-from ansible_collections.llmops.sglang.plugins.module_utils._command import C_ENV, module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.bench import _serving as bs
+from ansible_collections.llmops.sglang.plugins.module_utils.bench import _run as bm
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _probe as probe
+from ansible_collections.llmops.sglang.plugins.module_utils.bench._client import StreamingClient
+from ansible_collections.llmops.sglang.plugins.module_utils.bench._stats import decide, load_key
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import C_ENV, module_runner
 
 
 def _model(module):

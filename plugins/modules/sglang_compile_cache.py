@@ -136,8 +136,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _compile_cache as cc
-from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _compile_cache as cc
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
 
 
 def detect_arch(module):

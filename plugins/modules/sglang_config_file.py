@@ -118,9 +118,9 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _config_file as cf
-from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import NoSpaceError
-from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.host import _config_file as cf
+from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import NoSpaceError
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
 
 
 def _id(name, database, what):

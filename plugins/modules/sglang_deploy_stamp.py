@@ -207,9 +207,11 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _atomic_write, _collection, _command, _sglang_install, _sm120_patch, _systemd
-from ansible_collections.llmops.sglang.plugins.module_utils import _deploy_stamp as ds
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _collection
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _stamp as ds
+from ansible_collections.llmops.sglang.plugins.module_utils.host import _atomic_write, _command, _systemd
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _install, _sm120_patch
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _probe as probe
 
 
 def _sglang_now(module):
@@ -217,8 +219,8 @@ def _sglang_now(module):
     if not python:
         return None
     try:
-        install = _sglang_install.locate(python, _command.module_runner(module))
-    except _sglang_install.InstallError:
+        install = _install.locate(python, _command.module_runner(module))
+    except _install.InstallError:
         # Not installed (yet): a first deploy creates the venv. Recorded and compared as "not installed".
         return None
     tree, count = ds.install_digest(install.path, _sm120_patch.PATCH_FILES)
@@ -242,7 +244,7 @@ CODE_INPUT = 'llmops.sglang code'
 
 def _inputs(given):
     """The caller's inputs plus the collection's version and a digest of the code this module brought along."""
-    code = (_atomic_write, _collection, _command, ds, _sglang_install, _sm120_patch, _systemd)
+    code = (_atomic_write, _collection, _command, ds, _install, _sm120_patch, _systemd)
     return dict(given, **{CODE_INPUT: '%s %s' % (_collection.VERSION, _collection.code_digest(code))})
 
 

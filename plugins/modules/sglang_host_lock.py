@@ -179,7 +179,7 @@ waited:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils._host_lock import Holder, Request, apply
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy._lock import Holder, Request, apply
 
 
 def argument_spec():

@@ -266,9 +266,9 @@ no_space:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sm120_patch as sm
-from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import InstallError
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _sm120_patch as sm
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._install import InstallError
 
 
 def main():

@@ -253,8 +253,8 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _preflight as pf
-from ansible_collections.llmops.sglang.plugins.module_utils import _preflight_host as ph
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _checks as pf
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _host as ph
 
 
 def main():

@@ -160,10 +160,10 @@ failed_step:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _preflight_host as ph
-from ansible_collections.llmops.sglang.plugins.module_utils import _restart as rs
-from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
-from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _host as ph
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _restart as rs
+from ansible_collections.llmops.sglang.plugins.module_utils.host import _systemd as systemd
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
 
 
 def main():

@@ -94,9 +94,9 @@ recorded:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _run_offset as ro
-from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
-from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _run_offset as ro
+from ansible_collections.llmops.sglang.plugins.module_utils.host import _systemd as systemd
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
 
 
 def main():

@@ -180,9 +180,9 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_flags as sf
-from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_install import InstallError, locate
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _flags as sf
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._install import InstallError, locate
 
 
 _SECRET_NAME = re.compile(r'(?i)(key|token|secret|passw)')

@@ -182,7 +182,7 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_smoke import ENDPOINTS, SmokeRequest, run_smoke
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._smoke import ENDPOINTS, SmokeRequest, run_smoke
 
 
 def main():

@@ -207,9 +207,9 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _startup_history as sh
-from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
-from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _startup_history as sh
+from ansible_collections.llmops.sglang.plugins.module_utils.host import _systemd as systemd
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
 
 SMOKE_KEYS = ('ok', 'ttft', 'total', 'tokens', 'model', 'endpoint')
 

@@ -432,10 +432,10 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import JournalStream, journal_follow_argv
-from ansible_collections.llmops.sglang.plugins.module_utils._command import module_runner
-from ansible_collections.llmops.sglang.plugins.module_utils._procfs import process_age
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import TERMINAL, WaitParams, WaitRound
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._sources import JournalStream, journal_follow_argv
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.host._procfs import process_age
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._round import TERMINAL, WaitParams, WaitRound
 
 
 def argument_spec():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_report import root_cause
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._report import root_cause
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import Column, HostRow, Part, first_sentence, one_line
 
 # Set by the deploy and check playbooks' rescue when a task of the run failed: {task: name, msg: message}.

@@ -28,8 +28,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nvidia_fleet_host as fh  # noqa: E402  pylint: disable=wrong-import-position
 import ansible_collections.llmops.sglang as collection  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import human_bytes  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import PATCH_FILES  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import human_bytes  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._sm120_patch import PATCH_FILES  # noqa: E402  pylint: disable=wrong-import-position
 
 COLLECTIONS_PATH = os.path.dirname(os.path.dirname(os.path.dirname(list(collection.__path__)[0])))
 UNIT = '/etc/systemd/system/sglang.service'

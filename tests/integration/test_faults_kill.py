@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils._sm120_patch import PATCH_FILES
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._sm120_patch import PATCH_FILES
 
 import test_faults as tf  # pylint: disable=import-error
 from test_faults import fh, pytestmark, remote, show  # noqa: F401  pylint: disable=import-error,unused-import

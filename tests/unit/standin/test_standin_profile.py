@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sm120_patch as sm
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _sm120_patch as sm
 
 TESTS = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(TESTS))

@@ -22,7 +22,7 @@ from ansible.playbook.play_context import PlayContext
 
 from ansible_collections.llmops.sglang.plugins.action import wait_for_sglang as action_mod
 from ansible_collections.llmops.sglang.plugins.action.wait_for_sglang import ActionModule, progress_line
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import STAGES
+from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import STAGES
 from wait_live import module_following
 
 CORPUS = Path(__file__).resolve().parents[3] / "fixtures" / "sglang-logs"

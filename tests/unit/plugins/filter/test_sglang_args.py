@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter.sglang_args import sglang_cli_args, systemd_exec_args
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_flags import check_args, duplicate_keys, duplicate_message
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._flags import check_args, duplicate_keys, duplicate_message
 
 
 @pytest.mark.parametrize('args, argv', [

@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""_sglang_flags: the server flags of real SGLang releases, read from their source.
+"""sglang._flags: the server flags of real SGLang releases, read from their source.
 
 Inputs are the released wheels from PyPI (tests/sglang_wheels.py, cached; fails, never skips, without PyPI).
 The facts asserted here were checked by hand against each release's server_args.py / arg_groups sources.
@@ -22,7 +22,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter.sglang_args import sglang_cli_args
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_flags as sf
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _flags as sf
 
 TESTS = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS))

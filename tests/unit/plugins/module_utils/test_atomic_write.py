@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import NoSpaceError, write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import NoSpaceError, write_atomic
 
 
 def test_full_file_system_names_path_and_free_space_and_keeps_the_old_file(tiny_fs):

@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The built-in streaming client (module_utils/_bench_client.py) against real local servers that stream tokens:
+"""The built-in streaming client (module_utils/bench/_client.py) against real local servers that stream tokens:
 an in-process HTTP server streaming SGLang's server-sent events with known token counts, and the SGLang stand-in
 as a real subprocess pacing its streams by its recorded profile (throughput, power through nvidia_smi_standin.py,
 a crash at start for the NCCL_ALGO=Tree set)."""
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _bench_serving as bs
-from ansible_collections.llmops.sglang.plugins.module_utils._bench_client import StreamingClient, prompts
-from ansible_collections.llmops.sglang.plugins.module_utils._command import local_run
+from ansible_collections.llmops.sglang.plugins.module_utils.bench import _serving as bs
+from ansible_collections.llmops.sglang.plugins.module_utils.bench._client import StreamingClient, prompts
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import local_run
 
 TESTS = Path(__file__).resolve().parents[3]
 STANDIN = TESTS / 'standin'

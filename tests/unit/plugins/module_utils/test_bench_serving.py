@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""bench_serving's command line and output file (module_utils/_bench_serving.py) against the REAL
+"""bench_serving's command line and output file (module_utils/bench/_serving.py) against the REAL
 ``sglang/bench_serving.py`` of released SGLang wheels from PyPI (tests/sglang_wheels.py): the flags the command
 line uses must be ones its argparse defines, and the result line is built from the keys its ``result = {...}``
 literal writes. Also the nvidia-smi CSV parser and the sampler with a real process."""
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _bench_serving as bs
-from ansible_collections.llmops.sglang.plugins.module_utils._command import local_run
+from ansible_collections.llmops.sglang.plugins.module_utils.bench import _serving as bs
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import local_run
 
 TESTS = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS))

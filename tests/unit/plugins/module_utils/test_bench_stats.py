@@ -1,8 +1,8 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Benchmark statistics and the accept / regress decision (module_utils/_bench_stats.py), the results store and the
-summary line (module_utils/_benchmark.py)."""
+"""Benchmark statistics and the accept / regress decision (module_utils/bench/_stats.py), the results store and the
+summary line (module_utils/bench/_run.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _benchmark as bm
-from ansible_collections.llmops.sglang.plugins.module_utils._bench_stats import (
+from ansible_collections.llmops.sglang.plugins.module_utils.bench import _run as bm
+from ansible_collections.llmops.sglang.plugins.module_utils.bench._stats import (
     BenchmarkResult,
     LevelResult,
     RunResult,

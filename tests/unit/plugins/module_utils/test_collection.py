@@ -13,7 +13,7 @@ import types
 import zipfile
 from pathlib import Path
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _collection
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _collection
 
 ROOT = Path(__file__).resolve().parents[4]
 

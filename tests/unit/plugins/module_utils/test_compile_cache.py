@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Compile-cache directories (plugins/module_utils/_compile_cache.py) and the sglang_compile_cache module on real files."""
+"""Compile-cache directories (plugins/module_utils/sglang/_compile_cache.py) and the sglang_compile_cache module on real files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _compile_cache as cc
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _compile_cache as cc
 from ansible_collections.llmops.sglang.plugins.modules import sglang_compile_cache
 
 VARIABLES = ['SGLANG_DG_CACHE_DIR', 'SGLANG_CACHE_DIR', 'TORCHINDUCTOR_CACHE_DIR', 'TRITON_CACHE_DIR',

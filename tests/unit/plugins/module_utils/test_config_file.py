@@ -12,9 +12,9 @@ import stat
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _config_file as cf
-from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import NoSpaceError
-from ansible_collections.llmops.sglang.plugins.module_utils._command import local_run
+from ansible_collections.llmops.sglang.plugins.module_utils.host import _config_file as cf
+from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import NoSpaceError
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import local_run
 
 OLD = b'[Service]\nExecStart=/bin/true\nRestartSec=10\n'
 NEW = b'[Service]\nExecStart=/bin/true\nRestartSec=11\n'

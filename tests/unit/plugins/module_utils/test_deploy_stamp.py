@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Deployment records (module_utils/_deploy_stamp.py): digests, comparison, atomic writes, on real files."""
+"""Deployment records (module_utils/deploy/_stamp.py): digests, comparison, atomic writes, on real files."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _deploy_stamp as ds
-from ansible_collections.llmops.sglang.plugins.module_utils._systemd import parse_show as parse_systemctl_show
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _stamp as ds
+from ansible_collections.llmops.sglang.plugins.module_utils.host._systemd import parse_show as parse_systemctl_show
 
 NOW = datetime.datetime(2026, 11, 30, 11, 0, 0, tzinfo=datetime.timezone.utc)
 

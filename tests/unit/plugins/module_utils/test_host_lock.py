@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The host-side lock (module_utils/_host_lock.py): the pure decision, real files, real racing processes."""
+"""The host-side lock (module_utils/deploy/_lock.py): the pure decision, real files, real racing processes."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _host_lock as hl
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _lock as hl
 
 ALICE = hl.Holder(controller='laptop', user='alice', pid=4121, pid_start='777', play='deploy')
 BOB = hl.Holder(controller='awx-1', user='awx', pid=55, pid_start='9', play='deploy')

@@ -18,11 +18,11 @@ import subprocess
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_evidence as ev
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_fix as fx
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_packages as pk
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_verdict as vd
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_versions as vs
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _evidence as ev
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _fix as fx
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _packages as pk
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _verdict as vd
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _versions as vs
 
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures')
 CORPUS = os.path.join(FIXTURES, 'nvidia')

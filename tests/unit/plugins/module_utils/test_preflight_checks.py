@@ -12,12 +12,12 @@ import socket
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _gpu_holders as gh
-from ansible_collections.llmops.sglang.plugins.module_utils import _model_disk as md
-from ansible_collections.llmops.sglang.plugins.module_utils import _ports as pt
-from ansible_collections.llmops.sglang.plugins.module_utils import _preflight as pf
-from ansible_collections.llmops.sglang.plugins.module_utils import _shm_leaks as sl
-from ansible_collections.llmops.sglang.plugins.module_utils._procfs import read_processes
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _gpu_holders as gh
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _model_disk as md
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _ports as pt
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _checks as pf
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _shm_leaks as sl
+from ansible_collections.llmops.sglang.plugins.module_utils.host._procfs import read_processes
 
 import preflight_procs as pp
 

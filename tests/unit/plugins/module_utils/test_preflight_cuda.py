@@ -12,8 +12,8 @@ import shutil
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _cuda_compat as cc
-from ansible_collections.llmops.sglang.plugins.module_utils._nvidia_evidence import parse_nvidia_smi, parse_proc_version
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _cuda_compat as cc
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._evidence import parse_nvidia_smi, parse_proc_version
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 DISTS = os.path.join(TESTS, 'fixtures', 'python_dists')

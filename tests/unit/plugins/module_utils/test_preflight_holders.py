@@ -14,9 +14,9 @@ import tempfile
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _gpu_holders as gh
-from ansible_collections.llmops.sglang.plugins.module_utils import _proc_stop as ps
-from ansible_collections.llmops.sglang.plugins.module_utils._procfs import (
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _gpu_holders as gh
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _proc_stop as ps
+from ansible_collections.llmops.sglang.plugins.module_utils.host._procfs import (
     Proc, parse_cgroup, parse_stat, process_age, read_processes, unit_of_cgroup)
 
 import preflight_procs as pp

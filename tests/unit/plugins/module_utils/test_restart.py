@@ -14,8 +14,8 @@ import subprocess
 import sys
 import textwrap
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _restart as rs
-from ansible_collections.llmops.sglang.plugins.module_utils import _run_offset as ro
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _restart as rs
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _run_offset as ro
 
 
 def test_the_plan_is_stop_release_measure_start_record_enable_in_that_order():
@@ -98,7 +98,7 @@ def test_check_mode_runs_nothing_and_reports_the_log_size_now(tmp_path):
 
 CHILD = textwrap.dedent('''
     import os, sys, time
-    from ansible_collections.llmops.sglang.plugins.module_utils import _restart as rs
+    from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _restart as rs
     with rs.shielded():
         sys.stdout.write('stopped\\n')
         sys.stdout.flush()

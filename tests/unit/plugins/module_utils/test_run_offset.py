@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _run_offset as ro
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _run_offset as ro
 
 RECORDED = ro.RunRecord(invocation='a' * 32, offset=4096)
 

@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import LogClassifier
+from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import LogClassifier
 
 
 def feedings(text, seed=0):
@@ -313,7 +313,7 @@ def test_error_line_is_the_line_as_written_across_every_boundary():
 def test_a_line_over_the_cap_keeps_its_last_segment_whole_across_every_boundary(monkeypatch):
     """Lines over the cap keep head + marker + tail; the tail starts at a carriage return, so the segment a
     terminal shows (the glued crash marker) is never cut, for any chunking."""
-    from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log as sglang_log
+    from ansible_collections.llmops.sglang.plugins.module_utils.log import _classifier as sglang_log
     monkeypatch.setattr(sglang_log, "LINE_HEAD", 40)
     monkeypatch.setattr(sglang_log, "LINE_TAIL", 300)
     long_line = progress_bars(3, 4) + MARKER
@@ -354,8 +354,8 @@ GATE_EXAMPLES = (
 def test_every_rule_matches_only_lines_that_hold_one_of_its_gates():
     """A phrase and its gate cannot drift apart: every line of the corpus (and the examples above) that a
     rule's pattern matches holds one of that rule's gates, and every gate is in the prefilter."""
-    from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_rules as rules
-    from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import _gate_re
+    from ansible_collections.llmops.sglang.plugins.module_utils.log import _rules as rules
+    from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import _gate_re
     checked = 0
     for line in list(corpus_lines()) + list(GATE_EXAMPLES):
         for rule in rules.PHRASE_RULES + rules.STAGE_RULES:
@@ -373,7 +373,7 @@ def test_the_factored_gate_search_finds_what_a_plain_alternation_finds():
     """The prefilter is a trie of its literals (faster in Python's re): on every corpus line, at every stage, it
     finds a gate exactly where the plain alternation of the same literals does."""
     import re
-    from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_rules as rules
+    from ansible_collections.llmops.sglang.plugins.module_utils.log import _rules as rules
     lines = list(corpus_lines()) + list(GATE_EXAMPLES) + ["E", "Err", "xceptio", "Traceback", ""]
     for stage in rules.STAGES:
         gates = rules.gates_after(stage)

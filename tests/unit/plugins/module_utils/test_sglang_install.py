@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Locating SGLang and reading versions (_sglang_install) on real site directories: dist-info directories as pip
+"""Locating SGLang and reading versions (sglang._install) on real site directories: dist-info directories as pip
 writes them, real interpreters found in PATH."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_install as install
-from ansible_collections.llmops.sglang.plugins.module_utils._command import local_run
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _install as install
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import local_run
 
 
 def dist_info(site, name, version, dist_name=None):

@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Tests of the SGLang start-up log classifier and the log follower (plugins/module_utils/_sglang_log.py).
+"""Tests of the SGLang start-up log classifier and the log follower (plugins/module_utils/log/_classifier.py).
 
 Table-driven over every recorded log in tests/fixtures/sglang-logs/ (real SGLang logs from public issues
 and repositories, see its README.md), plus targeted trap tests and real-file tests of LogFollower.
@@ -20,14 +20,14 @@ import time
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log as sglang_log
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import (
+from ansible_collections.llmops.sglang.plugins.module_utils.log import _classifier as sglang_log
+from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import (
     SIGNATURES,
     STAGES,
     LogClassifier,
     classify_text,
 )
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import LogFollower
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._sources import LogFollower
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "sglang-logs")
 CASES = sorted(name for name in os.listdir(FIXTURES) if os.path.isdir(os.path.join(FIXTURES, name)))

@@ -17,9 +17,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log_sources as sources
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_probe as probe
-from ansible_collections.llmops.sglang.plugins.module_utils._systemd import parse_show
+from ansible_collections.llmops.sglang.plugins.module_utils.wait import _sources as sources
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _probe as probe
+from ansible_collections.llmops.sglang.plugins.module_utils.host._systemd import parse_show
 
 # `systemctl show -p ActiveState,SubState,Result,NRestarts,ExecMainStatus,ExecMainCode,ExecMainPID,InvocationID,MainPID,LoadState`
 # prints the properties in systemd's own order (service properties first, then unit properties), as below (systemd 252).

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait as wait
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log import classify_text
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_log_sources as sources
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_log_sources import JournalStream
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_state import WaitState
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait_decide as decide_rules
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait_observe as observe
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import WaitParams, WaitRound
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_report import CRASH_HINTS, root_cause
+from ansible_collections.llmops.sglang.plugins.module_utils.wait import _round as wait
+from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import classify_text
+from ansible_collections.llmops.sglang.plugins.module_utils.wait import _sources as sources
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._sources import JournalStream
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._state import WaitState
+from ansible_collections.llmops.sglang.plugins.module_utils.wait import _decide as decide_rules
+from ansible_collections.llmops.sglang.plugins.module_utils.wait import _observe as observe
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._round import WaitParams, WaitRound
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._report import CRASH_HINTS, root_cause
 
 CORPUS = Path(__file__).resolve().parents[3] / "fixtures" / "sglang-logs"
 CASES = sorted(p.name for p in CORPUS.iterdir() if (p / "server.log").is_file())

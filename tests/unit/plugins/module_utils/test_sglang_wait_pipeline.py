@@ -13,11 +13,11 @@ import os
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait_decide as rules
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import READ_SLICE, WaitParams, WaitRound
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_decide import Observation, Verdict, decide
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_observe import READ_CHUNK
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_state import (
+from ansible_collections.llmops.sglang.plugins.module_utils.wait import _decide as rules
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._round import READ_SLICE, WaitParams, WaitRound
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._decide import Observation, Verdict, decide
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._observe import READ_CHUNK
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._state import (
     Exited, ProgressEvent, WaitError, WaitState)
 
 BASE = Observation(elapsed=5.0, since_change=0.1, quiet_for=0.1, log_watched=True, log_status="starting",

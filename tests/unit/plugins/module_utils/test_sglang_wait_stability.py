@@ -15,10 +15,10 @@ import sys
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_wait_decide as rules
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait import WaitParams, WaitRound
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_decide import Observation, Verdict, decide
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_wait_state import WaitState
+from ansible_collections.llmops.sglang.plugins.module_utils.wait import _decide as rules
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._round import WaitParams, WaitRound
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._decide import Observation, Verdict, decide
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._state import WaitState
 
 READY = Observation(elapsed=50.0, since_change=0.1, quiet_for=0.1, log_watched=True, log_status="ready",
                     log_stage="ready", settled=True, process_watched=True, exited_for=None, crash_for=None,
@@ -156,7 +156,7 @@ def test_the_window_survives_rounds(tmp_path, server):
 def test_a_new_boot_id_is_a_reboot_not_a_crash(tmp_path, server, monkeypatch):
     """The unit probe notes the boot id when the wait begins; a new one ends the wait as rebooted, before any rule
     that would read the new boot's unit (a new InvocationID) as a crash."""
-    from ansible_collections.llmops.sglang.plugins.module_utils import _procfs  # pylint: disable=import-outside-toplevel
+    from ansible_collections.llmops.sglang.plugins.module_utils.host import _procfs  # pylint: disable=import-outside-toplevel
     boot = tmp_path / "boot_id"
     boot.write_text("old-boot\n")
     monkeypatch.setattr(_procfs, "BOOT_ID_PATH", str(boot))

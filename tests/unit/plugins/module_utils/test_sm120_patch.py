@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""module_utils/_sm120_patch.py against the real released SGLang files of the fixture set.
+"""module_utils/sglang/_sm120_patch.py against the real released SGLang files of the fixture set.
 
 The wheels are downloaded from PyPI at test time (cached; tests/sglang_wheels.py).  Without
 network access these tests FAIL with pip's message: they never skip.
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_install as install
-from ansible_collections.llmops.sglang.plugins.module_utils import _sm120_patch as sm
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _install as install
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _sm120_patch as sm
 
 TESTS = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS))

@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The smoke request (plugins/module_utils/_sglang_smoke.py) against a real local HTTP server that streams tokens:
+"""The smoke request (plugins/module_utils/sglang/_smoke.py) against a real local HTTP server that streams tokens:
 the SGLang stand-in as a subprocess, replaying real recorded starts (a ready one, a zombie one, with an API key)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils._sglang_smoke import SmokeRequest, StreamReader, run_smoke
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._smoke import SmokeRequest, StreamReader, run_smoke
 
 REPO = Path(__file__).resolve().parents[4]
 STANDIN = REPO / 'tests' / 'standin' / 'sglang_standin.py'

@@ -1,7 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The startup history (plugins/module_utils/_startup_history.py): stage durations from a real readiness wait's stages,
+"""The startup history (plugins/module_utils/deploy/_startup_history.py): stage durations from a real readiness wait's stages,
 the comparison with earlier starts, the bounded atomic file, cache warmth from real file times, Prometheus text."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _startup_history as sh
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _startup_history as sh
 
 # The stages wait_for_sglang returned for the recorded GB10 start (gb10-dflash-spec-decoding-ready), log_elapsed from
 # SGLang's own timestamps: 23:37:49 init ... 23:43:47 ready.

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _systemd as systemd
-from ansible_collections.llmops.sglang.plugins.module_utils._command import local_run
+from ansible_collections.llmops.sglang.plugins.module_utils.host import _systemd as systemd
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import local_run
 
 # systemctl show -p ActiveState,SubState,NRestarts,ExecMainStatus,InvocationID -- sglang.service (systemd 252), after
 # the main process exited 1 and before it was ever started.

@@ -19,8 +19,8 @@ import pytest
 
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_evidence as ev
-from ansible_collections.llmops.sglang.plugins.module_utils import _nvidia_host as hc
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _evidence as ev
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _host as hc
 from ansible_collections.llmops.sglang.plugins.modules import nvidia_driver_info
 
 HERE = os.path.dirname(__file__)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils._atomic_write import human_bytes
+from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import human_bytes
 from ansible_collections.llmops.sglang.plugins.modules import sglang_config_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))

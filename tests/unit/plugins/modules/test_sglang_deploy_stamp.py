@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _collection
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _collection
 from ansible_collections.llmops.sglang.plugins.modules import sglang_deploy_stamp
 
 TESTS = Path(__file__).resolve().parents[3]

@@ -1,0 +1,36 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""How the NVIDIA driver code runs commands on the managed host: the collection's one runner
+(:mod:`_command`: argv lists, the C locale, no shell), with every command and its return code recorded (modules
+return them as ``commands``) and the extra environment the package tools need."""
+
+from __future__ import annotations
+
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import C_ENV, module_runner
+
+# System tool directories searched before PATH: a root cron or sudo PATH may lack the sbin directories.
+_SYSTEM_DIRS = ['/usr/sbin', '/sbin', '/usr/bin', '/bin']
+
+
+class HostCommands:
+    """Runs commands through an AnsibleModule and keeps the record of what ran."""
+
+    def __init__(self, module):
+        self.module = module
+        self.commands = []
+        self._run = module_runner(module)
+
+    def run(self, argv, env=None):
+        """``(rc, stdout, stderr)``; ``env`` adds variables to the runner's locale (apt's DEBIAN_FRONTEND)."""
+        if env:
+            rc, out, err = self.module.run_command(argv, check_rc=False, cwd='/', environ_update=dict(C_ENV, **env))
+        else:
+            rc, out, err = self._run(argv)
+        self.commands.append({'argv': list(argv), 'rc': rc})
+        return rc, out, err
+
+    def bin(self, name, path_first=False):
+        """The tool's path or ``None``; ``path_first`` lets PATH win over the system directories."""
+        return self.module.get_bin_path(name, opt_dirs=[] if path_first else _SYSTEM_DIRS)
