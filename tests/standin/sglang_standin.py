@@ -35,8 +35,19 @@ exercised for real. This program stands in for ``python -m sglang.launch_server`
   server start and then keeps running without listening, as such SGLang ranks do.
 * ``--config FILE`` reads SGLang's flat YAML config file (the collection passes the API key
   that way); command-line words win over it, as in SGLang.
+* It COUNTS its requests as SGLang does (never constants): ``/metrics`` (with ``--enable-metrics``) has
+  ``sglang:num_running_reqs`` and ``sglang:num_queue_reqs`` of the generation requests in flight (running
+  at most ``--max-running-requests``, SGLang's flag, the rest queued), ``sglang:num_requests_total`` and
+  the token counters of the finished ones; ``/get_load`` answers SGLang 0.5's list (``num_reqs`` counts
+  running and waiting). SGLang sets its gauges from the scheduler at its log intervals; the stand-in's
+  are live.
+* Once ready, SIGTERM is SGLang's drain (``TokenizerManager.sigterm_watchdog``, 0.5.x): ``/health`` answers
+  503, requests in flight run to their end and new ones are still accepted and served; every 5 s it looks,
+  and at the first look with nothing in flight it kills itself with SIGKILL (SGLang's
+  ``kill_process_tree(include_parent=True)``), so systemd records ``Result=signal``. Before it is ready,
+  and on SIGINT, it exits at once (status 0).
 * When the replay ends it behaves as the recording did (``--outcome auto`` reads
-  ``expected.json``): ``ready`` keeps serving until SIGTERM (exit 0), unless the recording
+  ``expected.json``): ``ready`` keeps serving until SIGTERM (SGLang's drain, above) or SIGINT (exit 0), unless the recording
   crashed after it became ready (``post_ready_crash``): then it exits with status 1; ``crashed`` exits
   with status 1, or kills itself with SIGKILL when the recorded signature is
   ``silent_exit``; ``stalled`` hangs until signalled.
@@ -58,6 +69,7 @@ Standard library only; runs on Python 3.9+ (the test hosts' Debian python3).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gzip
 import json
@@ -351,6 +363,104 @@ class GenerationRequest:
         return body
 
 
+# --------------------------------------------------------------------------- requests in flight (SGLang's counts)
+
+
+class Ticket:
+    """One generation request in flight: its prompt tokens and the tokens sent so far."""
+
+    def __init__(self, prompt_tokens: int):
+        self.prompt_tokens = prompt_tokens
+        self.tokens = 0
+        self.finished = False
+
+
+class Flight:
+    """The requests this server has in flight, counted as SGLang counts them: ``running`` (in the running batch, at most
+    ``--max-running-requests`` when given) and ``queued`` (accepted, waiting for a place in the batch); finished ones
+    are counted in ``finished`` (``sglang:num_requests_total``). A request leaves when its answer ends or its client goes
+    away (SGLang aborts it then)."""
+
+    def __init__(self, max_running: int | None = None):
+        self.max_running = max_running if max_running and max_running > 0 else None
+        self.cond = threading.Condition()
+        self.running = []
+        self.queued = 0
+        self.finished = 0
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+
+    @contextlib.contextmanager
+    def admit(self, prompt_tokens: int):
+        ticket = Ticket(prompt_tokens)
+        with self.cond:
+            self.queued += 1
+            while self.max_running is not None and len(self.running) >= self.max_running:
+                self.cond.wait()
+            self.queued -= 1
+            self.running.append(ticket)
+        try:
+            yield ticket
+        finally:
+            with self.cond:
+                self.running.remove(ticket)
+                if ticket.finished:
+                    self.finished += 1
+                    self.prompt_tokens_total += ticket.prompt_tokens
+                    self.generation_tokens_total += ticket.tokens
+                self.cond.notify()
+
+    def counts(self) -> tuple[int, int, int]:
+        """(running, queued, tokens held: prompt plus generated of every request in flight)."""
+        with self.cond:
+            held = sum(t.prompt_tokens + t.tokens for t in self.running)
+            return len(self.running), self.queued, held
+
+    @property
+    def in_flight(self) -> int:
+        with self.cond:
+            return len(self.running) + self.queued
+
+
+def metrics_text(state) -> bytes:
+    """``/metrics`` in SGLang's names and Prometheus text format, from the stand-in's own counts (never constants)."""
+    running, queued, _held = state.flight.counts()
+    labels = 'model_name="%s",engine_type="unified",tp_rank="0",pp_rank="0"' % state.served_model_name.replace('"', '')
+    lines = ['# llmops-standin: counts of the SGLang stand-in (test tooling, NOT SGLang) of its own requests']
+    for name, kind, doc, value in (
+            ('sglang:num_running_reqs', 'gauge', 'The number of running requests.', running),
+            ('sglang:num_queue_reqs', 'gauge', 'The number of requests in the waiting queue.', queued),
+            ('sglang:num_requests_total', 'counter', 'Number of requests processed.', state.flight.finished),
+            ('sglang:prompt_tokens_total', 'counter', 'Number of prefill tokens processed.', state.flight.prompt_tokens_total),
+            ('sglang:generation_tokens_total', 'counter', 'Number of generation tokens processed.',
+             state.flight.generation_tokens_total)):
+        lines += ['# HELP %s %s' % (name, doc), '# TYPE %s %s' % (name, kind), '%s{%s} %.1f' % (name, labels, value)]
+    return ('\n'.join(lines) + '\n').encode('utf-8')
+
+
+def get_load_answer(state) -> list:
+    """``GET /get_load`` as SGLang 0.5.x answers it: one entry per DP rank; ``num_reqs`` counts running and waiting."""
+    running, queued, held = state.flight.counts()
+    return [{'dp_rank': 0, 'num_reqs': running + queued, 'num_waiting_reqs': queued, 'num_tokens': held,
+             'ts_tic': time.perf_counter()}]
+
+
+# SGLang's TokenizerManager.sigterm_watchdog looks every 5 s (asyncio.sleep(5)) whether SIGTERM came, then every 5 s
+# whether requests remain, and kills its process tree (itself with SIGKILL) once none does.
+SIGTERM_POLL_SECONDS = 5.0
+
+
+def sigterm_watchdog(state, poll: float = SIGTERM_POLL_SECONDS) -> None:
+    """SGLang's drain after SIGTERM (tokenizer_manager.sigterm_watchdog): requests in flight run to their end, new
+    ones are still accepted and served, ``/health`` answers 503; at the first look with nothing in flight the process
+    kills itself (SIGKILL, as SGLang's ``kill_process_tree(include_parent=True)`` does)."""
+    while not state.gracefully_exit:
+        time.sleep(poll)
+    while state.flight.in_flight > 0:
+        time.sleep(poll)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 # --------------------------------------------------------------------------- HTTP
 
 
@@ -371,6 +481,9 @@ class State:
         self.pacing = standin_profile.FixedRate(self.tokens_per_second)
         self.gpus = 1
         self.stopping = threading.Event()
+        self.flight = Flight(args.max_running_requests)
+        # set by SIGTERM once serving (SGLang's TokenizerManager.gracefully_exit)
+        self.gracefully_exit = False
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -419,7 +532,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(401, {'error': 'Unauthorized'})
             return
         if path in ('/health', '/health_generate'):
-            self._send(200 if st.ready else 503)
+            # SGLang: 503 until warmup marks it up, and 503 once SIGTERM started its drain
+            self._send(200 if st.ready and not st.gracefully_exit else 503)
         elif path in ('/model_info', '/get_model_info'):
             self._send(200, {
                 'model_path': st.model_path,
@@ -456,14 +570,15 @@ class Handler(BaseHTTPRequestHandler):
                 },
             })
         elif path == '/metrics' and st.args.enable_metrics:
-            body = ('# llmops-standin: SGLang stand-in, no real metrics\n'
-                    'sglang:num_running_reqs{model_name="%s"} 0.0\n' % st.served_model_name).encode('utf-8')
+            body = metrics_text(st)
             self.send_response(200)
             self.send_header('content-type', 'text/plain; version=0.0.4; charset=utf-8')
             self.send_header('content-length', str(len(body)))
             self.end_headers()
             if self.command != 'HEAD':
                 self.wfile.write(body)
+        elif path == '/get_load':
+            self._send(200, get_load_answer(st))
         elif path in GENERATION_PATHS and self.command == 'POST':
             self._generate(path, body)
         elif path == '/llmops-standin/gpu' and isinstance(st.pacing, standin_profile.Pacer):
@@ -484,23 +599,27 @@ class Handler(BaseHTTPRequestHandler):
             return
         if st.generation == 'hang':
             # A zombie: the request was accepted, nothing ever comes back (the scheduler that would answer is gone).
-            st.stopping.wait()
+            with st.flight.admit(request.prompt_tokens):
+                st.stopping.wait()
             return
-        with st.pacing.request():
+        with st.flight.admit(request.prompt_tokens) as ticket, st.pacing.request():
             if not request.stream:
                 st.pacing.take(request.max_tokens, first=True)
+                ticket.tokens = request.max_tokens
                 self._send(200, request.whole_response())
+                ticket.finished = True
                 return
             self.send_response(200)
             self.send_header('content-type', 'text/event-stream; charset=utf-8')
             self.send_header('transfer-encoding', 'chunked')
             self.end_headers()
             try:
-                self._stream(request, st.args.stream_interval or st.pacing.chunk_tokens)
+                self._stream(request, st.args.stream_interval or st.pacing.chunk_tokens, ticket)
+                ticket.finished = True
             except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up; so does the stream
+                pass  # the client gave up; so does the stream (SGLang aborts the request)
 
-    def _stream(self, request: GenerationRequest, interval: int) -> None:
+    def _stream(self, request: GenerationRequest, interval: int, ticket: Ticket) -> None:
         """The first token alone, then chunks of ``interval`` tokens (SGLang's --stream-interval), each when paced."""
         sent = 0
         while sent < request.max_tokens:
@@ -508,6 +627,7 @@ class Handler(BaseHTTPRequestHandler):
             self.state.pacing.take(step, first=sent == 0)
             self._chunk(request.event(sent + step - 1, since=sent))
             sent += step
+            ticket.tokens = sent
         for tail in request.tail_events():
             self._chunk(tail)
         self._chunk(b'')
@@ -569,6 +689,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help='tokens per streamed chunk (SGLang\'s flag); default 1, with --profile %d'
                         % standin_profile.DEFAULT_CHUNK_TOKENS)
     p.add_argument('--tp-size', '--tp', dest='tp_size', type=int, default=1)
+    p.add_argument('--max-running-requests', type=int, default=None,
+                   help='requests in the running batch at most (SGLang\'s flag); more wait in the queue. Default: no limit')
     p.add_argument('--profile', default=None,
                    help='recorded performance profile (JSON, see standin_profile.py): crash or stream at its figures')
     p.add_argument('--sglang-venv', default=None, help='venv of the installed SGLang, for the profile\'s SM120 patch state')
@@ -598,7 +720,14 @@ def main(argv: list[str] | None = None) -> int:
         # As SGLang does: values from the --config file, command-line words win.
         args, _ignored = parser.parse_known_args(read_config(args.config) + list(sys.argv[1:] if argv is None else argv))
 
+    serving = {}
+
     def on_term(signum, frame):
+        # Once serving, SIGTERM starts SGLang's drain (its handler is installed with the first request, at warmup);
+        # before that, and for SIGINT, the stand-in just exits.
+        if signum == signal.SIGTERM and serving:
+            serving['state'].gracefully_exit = True
+            return
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, on_term)
@@ -643,6 +772,14 @@ def main(argv: list[str] | None = None) -> int:
                 note('cannot listen on %s:%s: %s' % (args.host, args.port, exc))
                 raise SystemExit(1)
 
+    def became_ready() -> None:
+        if serving:
+            return
+        state.ready = True
+        fill_caches()
+        serving['state'] = state
+        threading.Thread(target=sigterm_watchdog, args=(state,), daemon=True).start()
+
     segments = split_segments(recording.data)
     offsets = schedule(segments, max(0.0, args.max_seconds), args.time_scale)
     t0 = time.monotonic()
@@ -659,13 +796,11 @@ def main(argv: list[str] | None = None) -> int:
             listen()
         if READY_LINE in seg:
             listen()  # a recording may lack the Uvicorn line (excerpt); the ready line implies listening
-            state.ready = True
-            fill_caches()
+            became_ready()
 
     if outcome == 'ready':
         listen()
-        state.ready = True
-        fill_caches()
+        became_ready()
         if args.outcome == 'auto' and recording.expected.get('post_ready_crash'):
             # the recording became ready, then crashed at runtime: so does the stand-in, after its replay
             if server is not None:

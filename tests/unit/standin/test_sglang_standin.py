@@ -104,7 +104,8 @@ class Proc:
 
     def stop(self):
         if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
+            # SIGINT exits at once; SIGTERM would start SGLang's drain, which ends at the next 5 s look
+            self.p.send_signal(signal.SIGINT)
             try:
                 self.p.wait(5)
             except subprocess.TimeoutExpired:
@@ -188,7 +189,7 @@ def test_ready_status_transitions_follow_the_replay(tmp_path, run):
     assert entry['id'] == 'org/Model-7B' and entry['root'] == 'org/Model-7B'
     assert entry['object'] == 'model' and entry['owned_by'] == 'sglang'
     assert entry['max_model_len'] == 8192 and isinstance(entry['created'], int)
-    p.p.send_signal(signal.SIGTERM)
+    p.p.send_signal(signal.SIGINT)
     assert p.wait(5) == 0
 
 
@@ -430,3 +431,76 @@ def test_ready_start_marks_the_compile_caches_its_environment_names(tmp_path, ru
     q = run(case, '--max-seconds', '0.3', env={'SGLANG_DG_CACHE_DIR': str(dg)})
     assert poll_until(q, 5, lambda: q.status('/health') == 200) is not None
     assert (dg / 'llmops-standin.cache').stat().st_mtime_ns == mtime  # a warm cache is left as it is
+
+
+def _stream_in_thread(base, tokens, results, key):
+    def go():
+        started = time.monotonic()
+        try:
+            status, _chunked, text = _post(base, '/generate', {'text': 'a b c', 'stream': True,
+                                                               'sampling_params': {'max_new_tokens': tokens}}, timeout=30)
+            results[key] = (status, text.rstrip().endswith('data: [DONE]'), time.monotonic() - started)
+        except (OSError, urllib.error.URLError) as exc:
+            results[key] = (None, repr(exc), time.monotonic() - started)
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread
+
+
+def _metric(p, name):
+    with urllib.request.urlopen(p.base + '/metrics', timeout=2) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(' ', 1)[1]) for line in text.splitlines() if line.startswith(name + '{'))
+
+
+def test_metrics_and_get_load_count_the_requests_in_flight(tmp_path, run):
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
+    p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '20', '--enable-metrics', '--max-running-requests', '2')
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert (_metric(p, 'sglang:num_running_reqs'), _metric(p, 'sglang:num_queue_reqs')) == (0, 0)
+    results = {}
+    threads = [_stream_in_thread(p.base, 30, results, i) for i in range(3)]
+    assert poll_until(p, p.elapsed() + 3, lambda: _metric(p, 'sglang:num_running_reqs') == 2) is not None
+    assert _metric(p, 'sglang:num_queue_reqs') == 1  # --max-running-requests 2: the third waits
+    load = p.get_json('/get_load')
+    assert [(r['num_reqs'], r['num_waiting_reqs']) for r in load] == [(3, 1)]
+    for thread in threads:
+        thread.join(15)
+    assert sorted(r[:2] for r in results.values()) == [(200, True)] * 3
+    assert (_metric(p, 'sglang:num_running_reqs'), _metric(p, 'sglang:num_queue_reqs')) == (0, 0)
+    assert _metric(p, 'sglang:num_requests_total') == 3
+    assert _metric(p, 'sglang:generation_tokens_total') == 90
+    assert p.get_json('/get_load')[0]['num_reqs'] == 0
+
+
+def test_sigterm_drains_in_flight_and_new_requests_then_exits_as_sglang_does(tmp_path, run):
+    """SGLang's tokenizer_manager.sigterm_watchdog: /health 503, requests in flight and new ones are served, the process
+    kills itself (SIGKILL) at the first 5 s look with nothing in flight."""
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
+    p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '20', '--enable-metrics')
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    results = {}
+    first = _stream_in_thread(p.base, 60, results, 'in flight')  # 3 s of tokens
+    assert poll_until(p, p.elapsed() + 3, lambda: _metric(p, 'sglang:num_running_reqs') == 1) is not None
+    p.p.send_signal(signal.SIGTERM)
+    sent_term = time.monotonic()
+    assert poll_until(p, p.elapsed() + 2, lambda: p.status('/health') == 503) is not None
+    assert p.p.poll() is None
+    late = _stream_in_thread(p.base, 20, results, 'after SIGTERM')
+    first.join(10)
+    late.join(10)
+    assert results['in flight'][:2] == (200, True)
+    assert results['after SIGTERM'][:2] == (200, True)
+    assert p.wait(12) == -signal.SIGKILL
+    waited = time.monotonic() - sent_term
+    assert 3.0 <= waited <= 11.0, waited  # the stream's 3 s, then the next look of the 5 s watchdog
+
+
+def test_sigterm_while_idle_exits_at_the_next_watchdog_look(tmp_path, run):
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
+    p = run(case, '--max-seconds', '0.3')
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    p.p.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    assert p.wait(12) == -signal.SIGKILL
+    assert time.monotonic() - sent <= 10.5  # at most two looks: one for the flag, one for the requests
