@@ -1,0 +1,130 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The gateway's worker set and the drain: pure decisions over recorded and constructed states."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway import _drain as drain
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import GatewayWorker, parse_workers
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._metrics import Load
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._reconcile import (
+    Wanted, changes, in_rotation_after_removal, verdict)
+
+FIXTURES = Path(__file__).resolve().parents[5] / 'tests' / 'fixtures' / 'gateway'
+A, B, C = 'http://127.0.0.1:31001', 'http://127.0.0.1:31002', 'http://127.0.0.1:31003'
+
+
+def recorded(name):
+    return parse_workers(json.loads((FIXTURES / name).read_text()))
+
+
+def test_present_adds_the_missing_and_exclusive_removes_the_unknown():
+    have = recorded('smg-1.13.0-workers.json')
+    plan = changes([Wanted(A), Wanted(C)], have, 'present')
+    assert [w.url for w in plan.add] == [C] and plan.remove == []
+    plan = changes([Wanted(A), Wanted(C)], have, 'present', exclusive=True)
+    assert [w.url for w in plan.add] == [C] and [w.url for w in plan.remove] == [B]
+    assert not changes([Wanted(A + '/'), Wanted(B)], have, 'present').changed
+
+
+def test_a_failed_worker_or_one_of_another_type_is_registered_again():
+    have = [GatewayWorker(url=A, status='failed'), GatewayWorker(url=B, status='ready', healthy=True)]
+    plan = changes([Wanted(A), Wanted(B, 'decode')], have, 'present')
+    assert [w.url for w in plan.remove] == [A, B] and [(w.url, w.worker_type) for w in plan.add] == [(A, 'regular'), (B, 'decode')]
+
+
+def test_absent_leaves_a_draining_worker_alone():
+    have = recorded('smg-1.13.0-workers-draining.json')
+    assert changes([Wanted(A)], have, 'absent').remove == []
+    assert [w.url for w in changes([Wanted(B)], have, 'absent').remove] == [B]
+    assert verdict([Wanted(A)], have, 'absent').done  # draining: no policy selects it
+    assert verdict([Wanted(B)], have, 'absent').waiting == {B: 'ready'}
+
+
+def test_present_waits_for_rotation_and_names_who_is_not_there():
+    have = recorded('smg-1.13.0-workers-not-ready.json')
+    result = verdict([Wanted(A), Wanted(B), Wanted(C)], have, 'present')
+    assert not result.done and result.waiting == {B: 'not ready', C: 'not registered'}
+    assert verdict([Wanted(A)], have, 'present').done
+    failed = verdict([Wanted(A)], [GatewayWorker(url=A, status='failed')], 'present')
+    assert failed.failed == {A: 'failed'} and not failed.done
+
+
+def test_wanted_workers_are_checked_before_any_call():
+    assert Wanted.from_option({'url': A + '/', 'worker_type': 'prefill', 'bootstrap_port': 8998}).api_body('k') == {
+        'url': A, 'worker_type': 'prefill', 'bootstrap_port': 8998, 'api_key': 'k'}
+    for bad in ('node1:30000', {'url': A, 'worker_type': 'router'}, {'url': A, 'bootstrap_port': 8998},
+                {'url': A, 'worker_type': 'prefill', 'bootstrap_port': 0}):
+        with pytest.raises(ValueError):
+            Wanted.from_option(bad)
+
+
+def test_in_rotation_after_removal_counts_pd_by_the_smaller_side():
+    have = [GatewayWorker(url=A, status='ready', healthy=True), GatewayWorker(url=B, status='ready', healthy=True),
+            GatewayWorker(url=C, status='not_ready')]
+    assert in_rotation_after_removal(have, [Wanted(A)]) == 1
+    pd = [GatewayWorker(url=A, worker_type='prefill', status='ready', healthy=True),
+          GatewayWorker(url=B, worker_type='decode', status='ready', healthy=True),
+          GatewayWorker(url=C, worker_type='decode', status='ready', healthy=True)]
+    assert in_rotation_after_removal(pd, [Wanted(C, 'decode')]) == 1
+    assert in_rotation_after_removal(pd, [Wanted(A, 'prefill')]) == 0
+
+
+def settings(**kw):
+    return drain.DrainSettings(**dict({'timeout': 10, 'policy': 'fail', 'interval': 1, 'idle_readings': 2}, **kw))
+
+
+def test_drain_ends_on_two_idle_readings_in_a_row_only():
+    r = drain.Reading
+    assert drain.decide([r(0, 0, 0)], settings()).action == 'continue'
+    assert drain.decide([r(0, 0, 0), r(1, 1, 0), r(2, 0, 0)], settings()).action == 'continue'
+    assert drain.decide([r(0, 2, 1), r(1, 0, 0), r(2, 0, 0)], settings()).action == 'idle'
+    # an unreadable server is never taken for idle; one that refuses the connection has nothing in flight
+    assert drain.decide([r(0, error='timed out'), r(1, error='timed out')], settings()).action == 'continue'
+    assert drain.decide([r(0, error='refused: 111', refused=True), r(1, 0, 0)], settings()).action == 'idle'
+
+
+def test_drain_past_its_bound_follows_the_policy():
+    busy = [drain.Reading(0, 3, 0), drain.Reading(10.2, 2, 1)]
+    proceed = drain.decide(busy, settings(policy='proceed'))
+    assert (proceed.action, proceed.still_running) == ('proceed', 3)
+    assert 'cut by the restart' in proceed.reason
+    fail = drain.decide(busy, settings(policy='fail'))
+    assert (fail.action, fail.still_running) == ('fail', 3)
+    wait = drain.decide(busy, settings(policy='wait', max_wait=60))
+    assert (wait.action, wait.still_running) == ('continue', 3)
+    over = drain.decide(busy + [drain.Reading(61, 1, 0)], settings(policy='wait', max_wait=60))
+    assert (over.action, over.still_running) == ('fail', 1)
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+def test_drainer_counts_what_drained_and_how_long():
+    clock = FakeClock()
+    loads = iter([Load(2, 1), Load(1, 0), Load(0, 0), Load(0, 0)])
+    result = drain.Drainer(lambda: (next(loads), None, False), settings(interval=0.5), 'metrics', clock, clock.sleep).run()
+    assert (result.outcome, result.seconds, result.in_flight_at_start, result.peak, result.drained) == ('idle', 1.5, 3, 3, 3)
+    assert result.to_json()['reading_count'] == 4
+
+
+def test_drainer_that_times_out_with_proceed_says_what_it_left():
+    clock = FakeClock()
+    result = drain.Drainer(lambda: (Load(1, 0), None, False), settings(timeout=2, policy='proceed', interval=0.5),
+                           'get_load', clock, clock.sleep).run()
+    assert (result.outcome, result.still_running, result.drained) == ('proceed', 1, 0)
+    assert result.seconds == 2.0

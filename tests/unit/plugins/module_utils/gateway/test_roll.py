@@ -1,0 +1,132 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The rolling change's plan and its refusals, on inventories as Ansible hands them to the controller."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import GatewayWorker
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
+    RollInputError, RollSettings, WorkerOutcome, batch_verdict, fleet_from_inventory, plan)
+
+HOSTVARS = {
+    'node1': {'ansible_host': '10.213.0.11'},
+    'node2': {'ansible_host': '10.213.0.12', 'sglang_service_args': {'--port': 31000}},
+    'node3': {'ansible_host': '10.213.0.13', 'sglang_service_port': 30001},
+    'node4': {'ansible_host': '10.213.0.14'},
+}
+
+
+def gw(*urls, **states):
+    return [GatewayWorker(url=u, status=states.get(u, 'ready'), healthy=states.get(u, 'ready') == 'ready') for u in urls]
+
+
+def fleet3():
+    return fleet_from_inventory({'regular': ['node1', 'node2', 'node3']}, {}, HOSTVARS)
+
+
+URLS = ('http://10.213.0.11:30000', 'http://10.213.0.12:31000', 'http://10.213.0.13:30001')
+
+
+def names(p):
+    return [[w.name for w in batch] for batch in p.batches]
+
+
+def test_worker_urls_come_from_the_inventory():
+    assert [w.url for w in fleet3()] == list(URLS)
+    hv = {'n': {'sglang_gateway_worker_url': 'https://lb.example:8443/'}, 'm': {'ansible_host': 'fd00::5'}}
+    assert [w.url for w in fleet_from_inventory({'regular': ['n', 'm']}, {}, hv)] == ['https://lb.example:8443', 'http://[fd00::5]:30000']
+
+
+def test_a_multi_node_deployment_is_one_worker_at_its_rank_0():
+    groups = {'glm5': ['node3', 'node4']}
+    hv = dict(HOSTVARS, node3=dict(HOSTVARS['node3'], sglang_service_deployment_group='glm5'),
+              node4=dict(HOSTVARS['node4'], sglang_service_deployment_group='glm5', sglang_service_node_rank=0))
+    fleet = fleet_from_inventory({'regular': ['node1', 'node3', 'node4']}, groups, hv)
+    assert [(w.name, w.url, w.hosts) for w in fleet] == [
+        ('node1', 'http://10.213.0.11:30000', ('node1',)), ('node4', 'http://10.213.0.14:30000', ('node3', 'node4'))]
+
+
+def test_two_hosts_with_one_url_are_refused():
+    with pytest.raises(RollInputError, match='both give the worker URL'):
+        fleet_from_inventory({'regular': ['a', 'b']}, {}, {'a': {'ansible_host': 'x'}, 'b': {'ansible_host': 'x'}})
+
+
+def test_canary_first_then_batches():
+    p = plan(fleet3(), gw(*URLS), RollSettings(batch=1))
+    assert names(p) == [['node1'], ['node2'], ['node3']]
+    assert p.to_json()['batches'][0]['canary'] is True
+    p = plan(fleet3() + fleet_from_inventory({'regular': ['node4']}, {}, HOSTVARS),
+             gw(*URLS, 'http://10.213.0.14:30000'), RollSettings(batch='50%', min_in_service=1))
+    assert names(p) == [['node1'], ['node2', 'node3'], ['node4']]
+    assert names(plan(fleet3(), gw(*URLS), RollSettings(batch=1, canary=False))) == [['node1'], ['node2'], ['node3']]
+
+
+def test_a_batch_that_leaves_no_worker_or_fewer_than_min_in_service_is_refused():
+    with pytest.raises(RollInputError, match='would leave 0 workers in rotation, no worker to serve'):
+        plan(fleet3(), gw(*URLS), RollSettings(batch='100%', canary=False))
+    with pytest.raises(RollInputError, match='fewer than sglang_roll_min_in_service=3'):
+        plan(fleet3(), gw(*URLS), RollSettings(batch=1, min_in_service=3))
+    # one worker already out of rotation counts: removing another of three leaves one
+    with pytest.raises(RollInputError, match=r'would leave 1 worker in rotation, fewer than sglang_roll_min_in_service=2'):
+        plan(fleet3(), gw(*URLS, **{URLS[2]: 'not_ready'}), RollSettings(batch=1, min_in_service=2))
+    single = fleet_from_inventory({'regular': ['node1']}, {}, HOSTVARS)
+    with pytest.raises(RollInputError, match='no worker to serve'):
+        plan(single, gw(URLS[0]), RollSettings())
+
+
+def test_unmanaged_gateway_workers_count_in_service_and_are_named():
+    p = plan(fleet3(), gw(*URLS, 'http://10.9.9.9:30000'), RollSettings(batch='100%', canary=False, min_in_service=1))
+    assert p.unmanaged == ['http://10.9.9.9:30000'] and 'no worker group names' in p.warnings[0]
+    assert names(p) == [['node1', 'node2', 'node3']]
+
+
+def test_only_names_managed_workers_or_is_refused():
+    p = plan(fleet3(), gw(*URLS), RollSettings(only=[URLS[2], 'node2']))
+    assert names(p) == [['node2'], ['node3']]
+    with pytest.raises(RollInputError, match='http://10.213.0.99:30000 is not a managed worker'):
+        plan(fleet3(), gw(*URLS), RollSettings(only=['http://10.213.0.99:30000']))
+
+
+@pytest.mark.parametrize('bad', [0, '0', '101%', 'one', '-1', '2.5'])
+def test_bad_batch_sizes_are_refused(bad):
+    with pytest.raises(RollInputError, match='is not a batch size'):
+        plan(fleet3(), gw(*URLS), RollSettings(batch=bad))
+
+
+def pd_fleet(version='0.5.9'):
+    hv = dict((h, dict(HOSTVARS[h], sglang_service_version=version)) for h in HOSTVARS)
+    hv['node1']['sglang_gateway_bootstrap_port'] = 8998
+    hv['node2']['sglang_service_args'] = {'port': 31000, 'disaggregation-bootstrap-port': 8999}
+    return fleet_from_inventory({'prefill': ['node1', 'node2'], 'decode': ['node3', 'node4']}, {}, hv)
+
+
+def pd_gateway(*versions):
+    urls = ('http://10.213.0.11:30000', 'http://10.213.0.12:31000', 'http://10.213.0.13:30001', 'http://10.213.0.14:30000')
+    kinds = ('prefill', 'prefill', 'decode', 'decode')
+    return [GatewayWorker(url=u, worker_type=k, status='ready', healthy=True, version=v) for u, k, v in zip(urls, kinds, versions)]
+
+
+def test_prefill_and_decode_roll_as_pairs_on_one_release():
+    fleet = pd_fleet()
+    assert [(w.worker_type, w.bootstrap_port) for w in fleet] == [('prefill', 8998), ('prefill', 8999), ('decode', None), ('decode', None)]
+    p = plan(fleet, pd_gateway('0.5.9', '0.5.9', '0.5.9', '0.5.9'), RollSettings(batch=1))
+    assert names(p) == [['node1', 'node3'], ['node2', 'node4']]
+
+
+def test_a_release_change_of_pd_workers_in_batches_is_refused():
+    with pytest.raises(RollInputError, match=r'changes the SGLang release of prefill/decode workers \(0.5.9 -> 0.5.10'):
+        plan(pd_fleet('0.5.10'), pd_gateway('0.5.9', '0.5.9', '0.5.9', '0.5.9'), RollSettings(batch=1))
+    with pytest.raises(RollInputError, match='run different SGLang releases now'):
+        plan(pd_fleet(), pd_gateway('0.5.9', '0.5.10', '0.5.9', '0.5.9'), RollSettings(batch=1))
+
+
+def test_a_batch_stops_on_a_failed_drain_a_rollback_or_a_worker_that_did_not_return():
+    ok = WorkerOutcome('node1', drain='idle', change='changed', returned=True)
+    assert batch_verdict([ok])[0] == 'continue'
+    assert batch_verdict([ok, WorkerOutcome('node2', drain='fail', reason='3 running')]) == ('stop', 'node2: drain failed: 3 running')
+    assert batch_verdict([WorkerOutcome('n', drain='idle', change='rolled back', returned=True)])[0] == 'stop'
+    assert batch_verdict([WorkerOutcome('n', drain='idle', change='changed', returned=False)])[0] == 'stop'
+    assert batch_verdict([WorkerOutcome('n', drain='proceed', change='unchanged', returned=True)])[0] == 'continue'
