@@ -47,7 +47,6 @@ from ansible_collections.llmops.sglang.plugins.module_utils.log._rules import (
     STAGE_INDEX,
     STAGES,
     STRUCTURE_GATES,
-    USAGE_RE,
     PhraseRule,
     better,
     gates_after,
@@ -59,6 +58,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.log._rules import (
     stage_of,
     strip_ansi,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.log._prefix import PrefixReader
 from ansible_collections.llmops.sglang.plugins.module_utils.log._traceback import (
     EXC_RE,
     TracebackReader,
@@ -71,7 +71,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.log._traceback impor
 __all__ = ("STAGES", "SIGNATURES", "LogClassifier", "classify_text", "is_exception_line")
 
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 
 # Lines longer than LINE_HEAD + LINE_TAIL are kept as head + marker + tail (bounded memory for endless
 # progress bars); the tail starts at a carriage return where one is in reach, so the segment a terminal
@@ -88,8 +88,10 @@ _NOISE_RE = re.compile(
     r"^\s*$|^\s+warnings\.warn\(|^\S+\.py:\d+: \w*Warning: |resource_tracker|^Killed\s*$|^\s*(?:/\S+ )?Terminated\s*$"
     r"|^\[W\d* |^\[rank\d+\]:\[W|^Exception ignored in|^sys:1: ")
 _BENIGN_TB_INTROS = ("Exception ignored in", "--- Logging error ---", "Error in atexit")
-# Gates of everything that can decide while no traceback is open (phrases and traceback structure).
-_CRASH_GATE_RE = re.compile(literal_alternation([g for rule in PHRASE_RULES for g in rule.gates] + list(STRUCTURE_GATES)))
+# Gates of everything that can decide while no traceback is open (phrases, traceback structure, fatal-line formats),
+# searched within one line.
+_CRASH_GATE_RE = re.compile(literal_alternation(set([g for rule in PHRASE_RULES for g in rule.gates]
+                                                    + [g.lstrip("\n") for g in STRUCTURE_GATES])))
 _GATE_CACHE = {}
 _ARGS_RE = re.compile(literal_alternation(ARGS_MARKERS))
 _DIGIT_RE = re.compile(r"[1-9]")   # every digit to 0: same length, same shape
@@ -173,7 +175,8 @@ class ClassifierState:
     exit_pending: Optional[ExitEvidence] = None
     crash_tb: Optional[TracebackReader] = None
     refine_left: int = 0
-    slow_left: int = 0                        # lines to read in full after argparse's "usage:"
+    prefix_learned: Optional[str] = None      # a constant line prefix learned from SGLang's lines (log/_prefix)
+    prefix_seen: Optional[str] = None
     leaked: bool = False
     exit_code: Optional[int] = None
     exited: bool = False
@@ -240,7 +243,7 @@ class _LineReader:
 
     def _reads_every_line(self):
         s = self._s
-        return s.candidate is not None or s.exit_pending is not None or s.refine_left > 0 or s.slow_left > 0
+        return s.candidate is not None or s.exit_pending is not None or s.refine_left > 0
 
     def _block(self, block, events, now):
         """Process complete lines; lines the prefilter rejects are only counted."""
@@ -251,7 +254,7 @@ class _LineReader:
             if s.status != "starting" and s.refine_left <= 0:
                 self._after_verdict(block, pos, events, now)
                 return
-            if not self._reads_every_line() and not block.startswith("usage: ", pos):
+            if not self._reads_every_line():
                 gate = self._gates.get(s.line_stage)
                 if gate is None:
                     gate = self._gates[s.line_stage] = _gate_re(s.line_stage, tuple(s.crash_patterns))
@@ -311,8 +314,6 @@ class _LineReader:
     def _line(self, raw, events, now):
         s = self._s
         s.lineno += 1
-        if s.slow_left > 0:
-            s.slow_left -= 1
         if self._inert is not None and s.status == "starting" and not self._reads_every_line():
             self._quiet_line(raw, events, now)
         else:
@@ -334,16 +335,20 @@ class _LineReader:
         key = _DIGIT_RE.sub("0", raw)
         if key in self._inert:
             return
-        before = (s.status, s.line_stage, s.slow_left, s.leaked, len(events))
+        before = (s.status, s.line_stage, s.leaked, len(events), s.prefix_learned, s.prefix_seen)
         self._line_body(raw, s.lineno, events, now)
-        if (s.status, s.line_stage, s.slow_left, s.leaked, len(events)) == before and not self._reads_every_line() \
-                and not EXC_RE.match(last_segment(strip_ansi(raw))):
+        if (s.status, s.line_stage, s.leaked, len(events), s.prefix_learned, s.prefix_seen) == before \
+                and not self._reads_every_line() and structure_alone(last_segment(self._clean(raw))) is None:
             if len(self._inert) >= _INERT_MAX:
                 self._inert.clear()
             self._inert.add(key)
 
     def _line_body(self, raw, lineno, events, now):
         """Decide on one complete line (LogClassifier: _StartupEvidence)."""
+        raise NotImplementedError
+
+    def _clean(self, raw):
+        """The line as the rules read it (LogClassifier: _StartupEvidence)."""
         raise NotImplementedError
 
     def _start(self, now):
@@ -463,6 +468,12 @@ class _CrashWindow:
         if not tb.started:
             self._await_cause(tb, kind, raw, clean, seg, lineno, events, now)
             return
+        if tb.done and tb.frames == 0 and kind is None and _heads_traceback(clean, seg):
+            # the crash was proved by an exception line alone; the handler's report of the same failure that follows
+            # ("Exception in ControllerSingle:", "Scheduler hit an exception: ...") shows its frames and stage
+            tb.done, tb.after, tb.gap = False, 0, False
+            context_add(s.context, raw)
+            return
         if kind is None and SGLANG_PREFIX_RE.match(seg) is not None:
             if tb.done:
                 s.refine_left = 0
@@ -491,10 +502,10 @@ class _CrashWindow:
         phrase = phrase_of(clean, seg) if kind is None else None
         # the failing rank's traceback, a C++ what() line, or an exception line that names the cause on its own
         if kind in ("header", "frame") or (phrase is not None and phrase[0].then == "traceback") \
-                or (kind == "exc" and (seg.lstrip().startswith("what():") or specific_class(seg) is not None)):
+                or (kind in ("exc", "fatal") and (seg.lstrip().startswith("what():") or specific_class(seg) is not None)):
             tb.started = True
             context_add(self._s.context, raw)
-            if kind in ("frame", "exc"):
+            if kind in ("frame", "exc", "fatal"):
                 tb.read(raw, seg, lineno)
                 self._note_cause(tb, raw, lineno, events)
             return
@@ -520,10 +531,20 @@ class _StartupEvidence(_CrashWindow):
     _s = None   # ClassifierState, set by LogClassifier
     _crash_res = ()
     _ignore_res = ()
+    _prefix = None   # PrefixReader, its state kept in ClassifierState.prefix_learned/prefix_seen
+
+    def _clean(self, raw):
+        """The line as the rules read it: ANSI codes and the prefixes of the tools in between removed."""
+        reader = self._prefix
+        clean = reader.strip(strip_ansi(raw))
+        if reader.learned is None:
+            reader.learn(clean)
+            self._s.prefix_learned, self._s.prefix_seen = reader.learned, reader.seen
+        return clean
 
     def _line_body(self, raw, lineno, events, now):
         s = self._s
-        clean = strip_ansi(raw)
+        clean = self._clean(raw)
         if self._ignore_res and any(r.search(clean) for r in self._ignore_res):
             return
         if s.status == "ready":
@@ -551,10 +572,10 @@ class _StartupEvidence(_CrashWindow):
         kind = None
         if gated or tb is not None:
             kind = structure_alone(seg) if tb is None else tb.structure(seg)
-        if tb is not None and kind in ("frame", "source", "caret", "chain"):
+        if tb is not None and kind in ("frame", "source", "caret", "chain", "cframe"):
             tb.read(raw, seg, lineno)
             return
-        phrase = self._phrase(clean, seg) if (gated or self._crash_res or s.slow_left > 0) else None
+        phrase = self._phrase(clean, seg) if (gated or self._crash_res) else None
         stage = stage_of(clean, s.line_stage)
         if phrase is not None:
             self._on_phrase(phrase, tb, kind, stage, raw, clean, seg, lineno, events, now)
@@ -570,21 +591,18 @@ class _StartupEvidence(_CrashWindow):
         prefixed = SGLANG_PREFIX_RE.match(seg) is not None
         if s.exit_pending is not None and (stage is not None or prefixed):
             s.exit_pending = None   # SGLang went on logging: that was not this server's exit
-        if gated and USAGE_RE.match(seg):
-            # argparse prints "usage: ..." and then the "prog: error: ..." line: read the next lines one by one
-            s.slow_left = 3
         if tb is not None:
-            self._candidate_line(tb, kind, prefixed or stage is not None, raw, seg, lineno, events, now)
+            self._candidate_line(tb, kind, prefixed or stage is not None, raw, seg, lineno)
         elif kind == "header":
             self._start_candidate(raw, lineno)
         elif kind == "frame":
             s.candidate = TracebackReader.begin("headless", None, None, s.recent)
             s.candidate.read(raw, seg, lineno)
-        elif kind == "exc" and specific_class(seg) is not None:
-            # a lone exception line (excerpt without frames) that names a specific accelerator failure
-            s.candidate = TracebackReader.begin("headless", None, None, s.recent)
+        elif kind in ("exc", "fatal"):
+            # a lone exception line (the top of its traceback not captured, or Python printing only the line), or a
+            # fatal line of another program (log/_formats): pending like a candidate traceback
+            s.candidate = TracebackReader.begin("headless" if kind == "exc" else "line", None, None, s.recent)
             s.candidate.read(raw, seg, lineno)
-            self._adopt_candidate(None, None, None, events, now)
 
     def _phrase(self, clean, seg):
         """(PhraseRule, signature) of a decisive line, built-in phrases first, then the user's crash_patterns."""
@@ -610,7 +628,7 @@ class _StartupEvidence(_CrashWindow):
                 s.exit_pending = ExitEvidence(signature, raw, lineno, context)
             return
         s.exit_pending = None
-        if tb is not None and kind == "exc":
+        if tb is not None and kind in ("exc", "fatal"):
             # e.g. "Exception: Capture cuda graph failed: CUDA out of memory ..." ends the traceback
             tb.read(raw, seg, lineno)
         if tb is not None and tb.line is not None and not tb.benign:
@@ -631,7 +649,7 @@ class _StartupEvidence(_CrashWindow):
         if s.crash_tb is not None and (kind == "exc" or seg.lstrip().startswith("what():")):
             s.root_cause = clip(seg.strip())
 
-    def _candidate_line(self, tb, kind, sglang_logs_on, raw, seg, lineno, events, now):
+    def _candidate_line(self, tb, kind, sglang_logs_on, raw, seg, lineno):
         """A line while a candidate traceback is open (frames and source lines were read already)."""
         s = self._s
         if kind == "header":
@@ -640,10 +658,8 @@ class _StartupEvidence(_CrashWindow):
             else:
                 tb.read(raw, seg, lineno)
             return
-        if kind == "exc":
+        if kind in ("exc", "fatal"):
             tb.read(raw, seg, lineno)
-            if tb.specific is not None and not tb.benign:
-                self._adopt_candidate(None, None, None, events, now)
             return
         if sglang_logs_on:
             s.candidate = None   # SGLang went on logging: that traceback was not fatal
@@ -657,8 +673,6 @@ class _StartupEvidence(_CrashWindow):
                 s.candidate = None
                 return
         tb.read(raw, seg, lineno)
-        if tb.specific is not None and tb.done and not tb.benign:
-            self._adopt_candidate(None, None, None, events, now)
 
     def _start_candidate(self, raw, lineno):
         """A top-level ``Traceback (most recent call last):`` header starts a candidate."""
@@ -672,10 +686,12 @@ class _StartupEvidence(_CrashWindow):
         if previous.startswith("Exception in thread"):
             tb.intro = "thread"
         for line in reversed(s.recent):
-            if SGLANG_PREFIX_RE.match(strip_ansi(line)):
+            clean = self._prefix.strip(strip_ansi(line))
+            if SGLANG_PREFIX_RE.match(clean):
                 # SGLang's "Ignore import error when loading X: <message>" whose message holds a traceback
                 if "Ignore import error" in line:
                     tb.intro = "ignore_import"
+                tb.logged_by = clip(clean)
                 break
 
 
@@ -694,6 +710,7 @@ class LogClassifier(_StartupEvidence, _LineReader):
         self._crash_res = [re.compile(p) for p in self._s.crash_patterns]
         self._ignore_res = [re.compile(p) for p in self._s.ignore_patterns]
         self._gates = {}
+        self._prefix = PrefixReader(self._s.prefix_learned, self._s.prefix_seen)
         # lines that changed nothing (see _quiet_line); user patterns may depend on any digit: no memory then
         self._inert = None if (self._crash_res or self._ignore_res) else set()
 
@@ -803,12 +820,14 @@ class LogClassifier(_StartupEvidence, _LineReader):
 
     # ------------------------------------------------------------------ decisions at rest
     def _log_proves_exit(self, tb):
-        """A candidate traceback that, with the log quiet, proves the interpreter is exiting."""
+        """A candidate that, with the log quiet, proves the start failed: a fatal line that no later line contradicted
+        (a traceback closed by its exception line, a lone exception line, another program's fatal line), or a
+        traceback still open while the stage is ``start`` (only the launcher runs then). Not the output of Python's
+        hooks, a thread's death (the server goes on), a traceback inside SGLang's ``Ignore import error`` warning or
+        one a handler logged (its message printed first), nor bare frames (a stack print) with no proving line."""
         if tb.benign or tb.line is None or tb.intro is not None:
             return False
-        if not tb.done:
-            return self._effective_stage() == "start"
-        return tb.kind == "top"
+        return tb.done or self._effective_stage() == "start"
 
     def _decide_at_rest(self, events, now, quiet):
         """End of input (``quiet`` False: nothing will follow) or a quiet log (``quiet`` True): pending exit
@@ -837,6 +856,12 @@ class LogClassifier(_StartupEvidence, _LineReader):
 
 
 _USER_PHRASE = PhraseRule(None, "traceback", "", "", (), 0)
+
+
+def _heads_traceback(clean, seg):
+    """The line is a decisive phrase that heads a traceback (``Scheduler hit an exception: Traceback ...``)."""
+    found = phrase_of(clean, seg)
+    return found is not None and found[0].then == "traceback"
 
 
 def is_exception_line(line):

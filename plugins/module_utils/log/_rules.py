@@ -19,6 +19,8 @@ import functools
 import re
 from collections import namedtuple
 
+from ansible_collections.llmops.sglang.plugins.module_utils.log._formats import FATAL_LINE_GATES, NCCL_TEXT_RE, cuda_class
+
 STAGES = ("start", "init_distributed", "load_weights", "kv_cache", "cuda_graph",
           "http_listening", "warmup", "ready")
 SIGNATURES = ("traceback", "sigquit_child", "cuda_oom", "cuda_error", "nccl_error", "import_error",
@@ -32,7 +34,7 @@ GENERIC = ("traceback", "sigquit_child")
 SPECIFIC_ORDER = ("driver_mismatch", "unsupported_arch", "cuda_oom", "nccl_error", "cuda_error", "device_error")
 
 # A stage line: the furthest stage wins, so the rules are listed from the last stage down.
-StageRule = namedtuple("StageRule", "stage pattern gates")
+StageRule = namedtuple("StageRule", "stage pattern gates after")
 # A decisive phrase. then: "traceback" (the line heads the crash traceback), "cause" (the root cause follows
 # on later lines: the failing rank's traceback after a sigquit, what() after a C++ terminate) or "".
 # evidence: "" is SGLang's own verdict; "exit" is SGLang reporting that a child died (decisive); "shell" is
@@ -41,8 +43,8 @@ StageRule = namedtuple("StageRule", "stage pattern gates")
 PhraseRule = namedtuple("PhraseRule", "pattern signature then evidence gates exit_group")
 
 
-def _stage(stage, pattern, gates):
-    return StageRule(stage, re.compile(pattern), tuple(gates))
+def _stage(stage, pattern, gates, after="start"):
+    return StageRule(stage, re.compile(pattern), tuple(gates), after)
 
 
 def _phrase(pattern, signature, gates, then="", evidence="", exit_group=0):
@@ -59,6 +61,9 @@ STAGE_RULES = (
     _stage("http_listening", r"Uvicorn running on", ["Uvicorn running on"]),
     _stage("cuda_graph", r"\bCapture\b.{0,80}?\b(?:graph|Graph|GRAPH)s?\b.{0,40}?\b(?:begin|end|bs|failed)\b|\bCapturing\b",
            ["Captur"]),
+    # tqdm's first render of a bar whose title is set inside its loop: SGLang's capture loop sets "Capturing batches
+    # (bs=...)" per batch size, so its first line has no title; weight loading always prints its title first
+    _stage("cuda_graph", r"^\s*0%\|\s*\| 0/\d+ \[00:00<\?, \?it/s\]", ["<?, ?it/s]"], after="load_weights"),
     _stage("kv_cache", r"Load weight end|KV Cache is allocated|Memory pool end|max_total_num_tokens="
                        r"|Running FlashInfer autotune|FlashInfer autotune completed",
            ["Load weight ", "KV Cache", "Memory pool end", "x_total_num_tokens", "FlashInfer autotune"]),
@@ -71,6 +76,7 @@ STAGE_RULES = (
 )
 
 _TS = r"(?:\d{4}-)?\d\d-\d\d[ T]\d\d:\d\d:\d\d"
+ARGPARSE_ERROR = r"^(?![\w.]*(?:Error|Exception|Warning):)[\w./-]+(?: -m [\w.]+| [\w.-]+)?: error: \S"
 PHRASE_RULES = (
     _phrase(r"\b\w+ hit an exception", "traceback", ["xception"], then="traceback"),
     _phrase(r"Received sigquit from a child proces", "sigquit_child", ["quit from a child"], then="cause"),
@@ -99,10 +105,21 @@ PHRASE_RULES = (
             r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b", "traceback", ["xception"], then="traceback"),
     _phrase(r"^Fatal Python error: ", "traceback", ["Fatal Python error"]),
     _phrase(r"terminate called after throwing an instance of", "traceback", ["wing an instance"], then="cause"),
-    # argparse: "usage: ..." then "prog: error: ...". No gate of its own (its words are everywhere): the lines
-    # after a "usage: " line are read in full (see USAGE_GATE).
-    _phrase(r": error: (?:argument |unrecognized arguments|the following arguments are required|ambiguous option)",
-            "arg_error", [], evidence="exit"),
+    # argparse.ArgumentParser.error(): "usage: ..." (often many lines), then "prog: error: message" at column 0 and
+    # exit status 2 (prog: the script, "python -m module", or a sub-command; never an exception's class name)
+    _phrase(ARGPARSE_ERROR, "arg_error", [": error: "], evidence="exit"),
+    # SGLang's own messages logged right before it ends its process tree (mined from every supported release by
+    # tests/unit/plugins/module_utils/test_sglang_release_messages.py)
+    _phrase(r"Received SIGQUIT from scheduler process", "sigquit_child", ["QUIT from scheduler"], then="cause"),
+    # the scheduler's watchdog ends the process tree unless it is the soft one (0.5.x: "..., self.soft=True)")
+    _phrase(r"[Ww]atchdog timeout \(self\.watchdog_timeout=[^,)]*(?:, self\.soft=(?!True)[^)]*)?\)", "traceback",
+            ["watchdog_timeout="]),
+    _phrase(r"\[ZBAL\] zbal (?:lazy )?init failed", "device_error", ["zbal"]),
+    _phrase(r"Found rank divergence for \d+ event", "traceback", ["Found rank divergence"]),
+    _phrase(r"cluster readiness barrier failed; exiting without serving", "traceback", ["weight_cache] cluster readiness"]),
+    _phrase(r"Weight cache daemon \(pid=\d+\) died while this engine holds", "process_exited", ["Weight cache daemon"],
+            evidence="exit"),
+    _phrase(r"PPConsensusStore background thread crashed", "traceback", ["ConsensusStore background"]),
     _phrase(r"resource_tracker: There appear to be \d+ leaked", "silent_exit", ["There appear to be"], evidence="shell"),
     _phrase(r"^(?:Killed|\u5df2\u6740\u6b7b)\s*$", "silent_exit", ["Killed", "\u5df2\u6740\u6b7b"],   # zh_CN "Killed"
             evidence="shell"),
@@ -111,10 +128,9 @@ PHRASE_RULES = (
             evidence="shell"),
 )
 
-# Gates of the traceback structure and of exception lines (read by the traceback reader, see STRUCTURE_RES).
-STRUCTURE_GATES = ("Error", "xception", "Abort", "Traceback", "File \"")
-# argparse's usage line opens a short window in which every line is read (the ": error: " phrase has no gate).
-USAGE_GATE = "\nusage: "
+# Gates of the traceback structure, of exception lines and of the fatal-line formats (log/_formats).
+# Exception classes whose names end otherwise: Triton's OutOfResources, torch._dynamo's BackendCompilerFailed.
+STRUCTURE_GATES = ("Error", "xception", "Abort", "Traceback", "File \"", "OutOfResources", "CompilerFailed") + FATAL_LINE_GATES
 
 # Root-cause classes read from exception and message lines, most specific first. cuda_error means "CUDA
 # is not usable at all" (no device, driver/runtime not initialised); runtime/operator failures of any
@@ -130,7 +146,7 @@ CLASS_RULES = (
     ("unsupported_arch", re.compile(
         r"no kernel image is available|cudaErrorNoKernelImageForDevice|CUDA_ERROR_NO_BINARY_FOR_GPU|kernel image is invalid"
         r"|hipErrorNoBinaryForGpu|(?i:no binary for gpu)|invalid device function|hipErrorInvalidDeviceFunction"
-        r"|is not compatible with the current PyTorch installation|not supported (?:in|on) this (?:architecture|GPU|device)"
+        r"|is not compatible with the current PyTorch installation|(?<!limit is )not supported (?:in|on) this (?:architecture|GPU|device)"
         r"|(?i:unsupported (?:gpu |cuda )?arch)|No supported CUDA architectures found|requires SM ?\d+"
         r"|sm_?\d+a? is not (?:supported|compatible)|fp8e4nv not supported|not supported for the current GPU"
         r"|Minimum capability: \d+|only supports? (?:Ampere|Hopper|Blackwell|Ada|sm_?\d+)"
@@ -142,7 +158,8 @@ CLASS_RULES = (
         r"NCCL error|nccl\w*Error\b|ncclSystemError|ncclInternalError|ncclInvalidUsage|ncclRemoteError"
         r"|ncclInvalidArgument|DistBackendError|ProcessGroupNCCL.{0,80}(?i:timed? ?out|watchdog)|HCCL error"
         r"|Hccl\w* failed|RCCL error|connectFullMesh failed|gloo/transport/|ProcessGroupGloo|ncclUniqueId|DistNetworkError"
-        r"|Watchdog caught collective operation timeout|c10::DistBackendError|DistStoreError")),
+        r"|Watchdog caught collective operation timeout|c10::DistBackendError|DistStoreError|NCCL WARN "
+        r"|" + NCCL_TEXT_RE.pattern)),
     ("cuda_error", re.compile(
         r"no CUDA-capable device is detected|CUDA-capable device\(s\) (?:is|are)|cudaErrorNoDevice|cudaErrorDevicesUnavailable"
         r"|No CUDA GPUs are available|Unexpected error from cudaGetDeviceCount|CUDA driver initialization failed"
@@ -152,7 +169,9 @@ CLASS_RULES = (
         r"CUDA error|cudaError\w+|CUDA_ERROR_\w+|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|cuDNN error|Triton Error \[(?:CUDA|HIP)\]"
         r"|AcceleratorError|CUDA driver error|device-side assert|illegal memory access|misaligned address"
         r"|HIP error|hipError\w+|ROCm error|NPU function error|NPU error|ACL error|aclnn\w* failed"
-        r"|PTA call acl api failed|\bE[A-Z]?\d{4}: |\bERR\d{5}\b|XPU error|MUSA error")),
+        r"|PTA call acl api failed|\bE[A-Z]?\d{4}: |\bERR\d{5}\b|XPU error|MUSA error"
+        # Triton: a kernel whose launch needs more shared memory or registers than this GPU has
+        r"|OutOfResources: out of resource|out of resource: shared memory")),
 )
 
 # Stage shown by a frame of a crash traceback: (stage, function-name regex, file-path regex or None).
@@ -182,7 +201,6 @@ ARGS_MARKERS = ("server_args=", "ServerArgs(", "port_args=PortArgs(")
 # After the ready line only a real exception counts as a (runtime) crash; "SIGQUIT received" alone is also
 # what a normal SIGTERM shutdown prints (0.5.16: "Subprocess detokenizer ... crashed with exit code -15").
 POST_READY_RE = re.compile(r"hit an exception|Received sigquit from a child")
-USAGE_RE = re.compile(r"^usage: ")
 
 # One ANSI rule for every reader of SGLang logs (colours, cursor movement, charset selection).
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]")
@@ -226,11 +244,16 @@ def max_stage(a, b):
 
 
 def specific_class(text):
-    """The most specific root-cause class the text names, else None."""
+    """The most specific root-cause class the text names (CLASS_RULES, and the CUDA/HIP runtime error it names by
+    code, name or text: log/_formats.cuda_class), else None."""
+    found = None
     for name, regex in CLASS_RULES:
         if regex.search(text):
-            return name
-    return None
+            found = name
+            break
+    if "rror" in text or "RROR" in text or "failure" in text:
+        found = better(found, cuda_class(text))
+    return found
 
 
 def better(current, new):
@@ -257,7 +280,7 @@ def frame_stage(path, func, calls_only=False):
 
 def _has_gate(text, gates):
     if not gates:
-        return True   # a rule without gates is read where every line is read (argparse after "usage: ")
+        return True
     for gate in gates:
         if gate in text:
             return True
@@ -269,7 +292,7 @@ def stage_of(clean, reached):
     for rule in STAGE_RULES:
         if STAGE_INDEX[rule.stage] <= STAGE_INDEX[reached]:
             return None
-        if _has_gate(clean, rule.gates) and rule.pattern.search(clean):
+        if STAGE_INDEX[rule.after] <= STAGE_INDEX[reached] and _has_gate(clean, rule.gates) and rule.pattern.search(clean):
             return rule.stage
     return None
 
@@ -324,7 +347,6 @@ def gates_after(stage):
     for rule in PHRASE_RULES:
         gates.extend(rule.gates)
     gates.extend(STRUCTURE_GATES)
-    gates.append(USAGE_GATE)
     for rule in STAGE_RULES:
         if STAGE_INDEX[rule.stage] > STAGE_INDEX[stage]:
             gates.extend(rule.gates)

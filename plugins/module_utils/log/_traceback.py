@@ -19,6 +19,11 @@ import functools
 import re
 from typing import List, Optional
 
+from ansible_collections.llmops.sglang.plugins.module_utils.log._formats import (
+    ACCELERATOR_LIBRARY_RE,
+    CPP_TRACE_RE,
+    fatal_line,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.log._rules import (
     GENERIC,
     SPECIFIC_ORDER,
@@ -45,11 +50,26 @@ EXC_RE = re.compile(
     r"|^(?:[A-Za-z_]\w*\.)+[A-Z]\w*: .*$|^(?:AssertionError|StopIteration|KeyboardInterrupt)\s*$")
 _GLUED_HEADER_RE = re.compile(r"(?:it/s|s/it|\])\]?Traceback \(most recent call last\):\s*$")
 _CALL_RE = re.compile(r"(\w+)\(")
+_VALIDATION_RE = re.compile(r"^\s*(?:[\w.]+\.)?(?:ValueError|TypeError|AssertionError|ArgumentError|ArgumentTypeError)\b")
+_FLAG_RE = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:[-_][a-z0-9]+)+")
+_EXC_MESSAGE_RE = re.compile(r"^\s*[\w.]+: (\S.{8,})$")
 _SOURCE_IMPORT_RE = re.compile(r"^\s*(?:from\s+\S+\s+import\b|import\s+\S)")
 
-_IMPORT_EXC_RE = re.compile(r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|undefined symbol|cannot open shared object file")
+# A module or shared library that cannot be loaded: Python's import errors and the dynamic loader's (dlerror) texts.
+_IMPORT_EXC_RE = re.compile(r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|undefined symbol|cannot open shared object file"
+                            r"|error while loading shared libraries|symbol lookup error|version [`'](?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found")
+# The Hugging Face Hub refusing or lacking the model (gated, token, not found, offline): the model path or its
+# credentials are wrong, whatever the stage (huggingface_hub.errors, and transformers' OSError texts around them).
+_HUB_EXC_RE = re.compile(
+    r"GatedRepoError|RepositoryNotFoundError|RevisionNotFoundError|LocalEntryNotFoundError|OfflineModeIsEnabled|HFValidationError"
+    r"|You are trying to access a gated repo|Cannot access gated repo|\b40[134] Client Error|is not a valid model identifier"
+    r"|Repository Not Found|outgoing traffic has been disabled|Cannot find the requested files in the local cache"
+    r"|couldn't connect to 'https://huggingface\.co'|Invalid user token|does not appear to have a file named")
+# The exceptions SGLang's argument handling raises (every class server_args.py and arg_groups/ raise in a supported
+# release: tests/unit/plugins/module_utils/test_sglang_release_messages.py), argparse's and the Hub's.
 _ARG_EXC_RE = re.compile(
-    r"^(?:[\w.]+\.)?(?:ValueError|TypeError|AssertionError|ArgumentError|ArgumentTypeError|KeyError|NotImplementedError"
+    r"^(?:[\w.]+\.)?(?:ValueError|TypeError|AssertionError|RuntimeError|AttributeError|ArgumentError|ArgumentTypeError"
+    r"|KeyError|NotImplementedError"
     r"|HFValidationError|RepositoryNotFoundError|GatedRepoError|OSError|FileNotFoundError|EnvironmentError)\b"
     r"|is not a valid model identifier|Repository Not Found|does not appear to have a file named"
     r"|unrecognized arguments|--[a-z][a-z0-9-]+")
@@ -106,6 +126,9 @@ class TracebackReader:
     last_func: Optional[str] = None
     last_path: str = ""
     import_chain: bool = False        # innermost frame is a module-level import statement
+    last_frame_args: bool = False     # innermost frame is in argument handling (server_args.py, arg_groups/ ...)
+    last_arg_exc: bool = False        # the last exception line is an argument-validation class, or names a --flag
+    last_validation: bool = False     # ... and is a pure validation class (ValueError ...) or names a --flag
     frames: int = 0
     import_frames_only: bool = True   # every frame so far runs or imports a module (<module>, runpy, importlib)
     module_frames: int = 0
@@ -117,9 +140,13 @@ class TracebackReader:
     arg_exc: bool = False             # exception type typical of argument/config validation
     frame_stage: Optional[str] = None
     benign: bool = False              # printed by Python's unraisable/logging/atexit hooks: read, never adopted
-    intro: Optional[str] = None       # "thread" (threading.excepthook) or "ignore_import" (inside a warning)
+    intro: Optional[str] = None       # "thread" (threading.excepthook), "ignore_import" (inside a warning) or "logged"
+    logged_by: Optional[str] = None   # the SGLang line before the header: a handler that logs an exception it caught
     cause: Optional[str] = None       # root-cause line: the most specific exception / what() line
     cause_class: Optional[str] = None
+    last_import: bool = False         # the last exception line names a module or library that cannot load
+    last_hub: bool = False            # the last exception line is the Hugging Face Hub refusing the model
+    cpp_accel: bool = False           # a C++ exception report (c10/glog) raised inside an accelerator library
 
     def to_json(self):
         return dataclasses.asdict(self)
@@ -149,6 +176,8 @@ class TracebackReader:
             return "caret"
         if _CHAIN_RE.match(seg):
             return "chain"
+        if CPP_TRACE_RE.match(seg):
+            return "cframe"
         return structure_alone(seg)
 
     def read(self, raw, seg, lineno):
@@ -166,11 +195,14 @@ class TracebackReader:
             return
         if _CARET_RE.match(seg):
             return
+        if CPP_TRACE_RE.match(seg):
+            self.cpp_accel = self.cpp_accel or ACCELERATOR_LIBRARY_RE.search(seg) is not None
+            return
         if _CHAIN_RE.match(seg) or (HEADER_RE.search(seg) and seg.lstrip().startswith("Traceback")):
             self.done = False
             self.after = 0
             return
-        if EXC_RE.match(seg):
+        if EXC_RE.match(seg) or fatal_line(seg) is not None:
             self._exception(raw, seg, lineno)
         self.specific = better(self.specific, specific_class(seg))
 
@@ -187,6 +219,7 @@ class TracebackReader:
             self.import_frames_only = False
         if argument_handling:
             self.arg_frames = True
+        self.last_frame_args = argument_handling
         self.frame_stage = max_stage(self.frame_stage, frame_stage(path, func))
 
     def _source(self, seg):
@@ -211,9 +244,17 @@ class TracebackReader:
         if self.cause is None or (cause_class is not None and better(self.cause_class, cause_class) != self.cause_class):
             self.cause = clip(seg.strip())
             self.cause_class = cause_class
-        if _IMPORT_EXC_RE.search(seg):
+        self.last_import = _IMPORT_EXC_RE.search(seg) is not None
+        self.last_hub = _HUB_EXC_RE.search(seg) is not None
+        if self.last_import:
             self.import_exc = True
-        if _ARG_EXC_RE.search(seg):
+        message = _EXC_MESSAGE_RE.match(seg)
+        if self.logged_by and message and message.group(1)[:200] in self.logged_by:
+            # logger.exception("...: %s", e) printed the message first: a handler caught it (e.g. a request's error)
+            self.intro = "logged"
+        self.last_arg_exc = _ARG_EXC_RE.search(seg) is not None
+        self.last_validation = _VALIDATION_RE.match(seg) is not None or _FLAG_RE.search(seg) is not None
+        if self.last_arg_exc:
             self.arg_exc = True
 
     # ------------------------------------------------------------------ what it shows
@@ -231,13 +272,27 @@ class TracebackReader:
             return better(base, self.specific)
         if base not in GENERIC:
             return base
+        if stage == "start" and self.last_arg_exc and (self.last_frame_args if self.frames else self.last_validation):
+            # raised by the argument handling to reject the arguments, also when its message names the GPU it needs
+            # ("--enable-x requires SM100 GPUs"): the arguments are wrong for this host
+            return "arg_error"
         if self.specific is not None:
             return self.specific
+        # whatever the stage: the model cannot be had, a module or library cannot load, a C++ operator of the
+        # accelerator failed
+        if self.last_hub:
+            return "arg_error"
+        if self.last_import:
+            return "import_error"
+        if self.cpp_accel:
+            return "device_error"
         if stage != "start":
             return base
         if self.import_exc or self.imports_only() or (not self.exc and self.import_chain):
             return "import_error"
-        if self.arg_frames or (self.kind == "top" and self.arg_exc):
+        # argument handling in the frames, or an exception of argument validation raised by the launcher (a top-level
+        # traceback, or its exception line alone)
+        if self.arg_frames or (self.arg_exc and (self.kind == "top" or (self.kind == "headless" and self.frames == 0))):
             return "arg_error"
         return base
 
@@ -250,4 +305,6 @@ def structure_alone(seg):
         return "header" if is_header(seg) else None
     if EXC_RE.match(seg):
         return "exc"
+    if fatal_line(seg) is not None:
+        return "fatal"
     return None
