@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wait_live (conftest does it under pytest)
+import sglang_format_cases  # noqa: E402  pylint: disable=wrong-import-position
 from wait_live import ModuleWatch, module_following, wait_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 try:
@@ -81,8 +82,8 @@ time.sleep(600)
 """
 
 
-def expected(case):
-    return json.loads((CORPUS / case / "expected.json").read_text())
+def expected(case, corpus=CORPUS):
+    return json.loads((corpus / case / "expected.json").read_text())
 
 
 def writer_end(exp):
@@ -102,17 +103,17 @@ def start_playbook(tmp_path, wait_args):
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
-def replay(tmp_path, case, mode):
+def replay(tmp_path, case, mode, corpus=CORPUS):
     """Run one live replay; returns (result, record)."""
-    exp = expected(case)
+    exp = expected(case, corpus)
     log = tmp_path / "server.log"
-    data = (CORPUS / case / "server.log").read_bytes()
+    data = (corpus / case / "server.log").read_bytes()
     start = exp.get("new_run_offset_bytes") or 0
     log.write_bytes(data[:start])  # an earlier run appended to the same file (derived cases)
     args = {"log_path": str(log), "log_offset": exp.get("stale_offset_bytes") or start, "timeout": 90,
             "stall_timeout": STALL_TIMEOUT}
     times = tmp_path / "times.json"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(CORPUS / case / "server.log"), str(start),
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(corpus / case / "server.log"), str(start),
                                str(LINE_DELAY), writer_end(exp), str(times)], stdin=subprocess.PIPE)
     if mode == "pid":
         args["pid"] = writer.pid
@@ -164,6 +165,26 @@ def test_live_replay(tmp_path, case, mode):
     if exp["outcome"] == "ready":
         assert record["latency"] is not None and record["latency"] < 6.0, record
     elif exp["outcome"] == "crashed":
+        assert record["latency"] is not None and record["latency"] < 8.0, record
+
+
+@pytest.fixture(scope="module", name="generated")
+def generated_cases(tmp_path_factory):
+    """The generated cases of tests/sglang_format_cases.py, written in the corpus layout."""
+    directory = tmp_path_factory.mktemp("generated-cases")
+    sglang_format_cases.write_cases(directory)
+    return directory
+
+
+@pytest.mark.parametrize("mode", ["log", "pid"])
+@pytest.mark.parametrize("case", sglang_format_cases.case_names())
+def test_live_replay_generated(tmp_path, generated, case, mode):
+    """Each error format (a realistic surrounding log, the format's lines, then silence or the exit) and each tool's
+    line prefix over recorded cases, through the real module the same way as the recorded cases."""
+    exp = expected(case, generated)
+    res, record = replay(tmp_path, case, mode, corpus=generated)
+    assert record["got"] == record["expected"], res["msg"]
+    if exp["outcome"] == "crashed":
         assert record["latency"] is not None and record["latency"] < 8.0, record
 
 

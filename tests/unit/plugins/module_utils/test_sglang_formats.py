@@ -3,16 +3,24 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The error formats the classifier reads at their source: the CUDA runtime's cudaError_t table in every spelling that
 prints it, NCCL's ncclResult_t texts, the fatal lines of other programs, the prefixes of the tools between SGLang and
-its log, and the decision on a fatal line followed by silence or by the process's exit."""
+its log, and the decision on a fatal line followed by silence or by the process's exit (every generated case of
+tests/sglang_format_cases.py, in-process; the live replay runs them through the real module)."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils.log import _formats as formats
-from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import LogClassifier, classify_text
-from ansible_collections.llmops.sglang.plugins.module_utils.log._prefix import PrefixReader
-from ansible_collections.llmops.sglang.plugins.module_utils.log._rules import specific_class
+TESTS = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(TESTS))
+import sglang_format_cases  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.llmops.sglang.plugins.module_utils.log import _formats as formats  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import LogClassifier, classify_text  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.log._prefix import PrefixReader  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.log._rules import specific_class  # noqa: E402
 
 
 def table_class(code):
@@ -202,3 +210,24 @@ def test_sglang_logging_on_contradicts_a_fatal_line():
     classifier = LogClassifier()
     classifier.feed(text, now=0.0)
     assert classifier.log_quiet(now=0.0) is False and classifier.result()["stage"] == "kv_cache"
+
+
+@pytest.mark.parametrize("name", sglang_format_cases.case_names())
+@pytest.mark.parametrize("mode", ["log", "pid"])
+def test_generated_case_line_by_line(name, mode):
+    """Every generated case fed line by line, with the state carried through JSON, then the log alone going quiet
+    (``log``) or the process exiting (``pid``): the format's verdict."""
+    data, exp = sglang_format_cases.build(name)
+    classifier = LogClassifier()
+    for number, line in enumerate(data.decode("utf-8", "replace").splitlines(True)):
+        classifier.feed(line, now=0.0)
+        if number % 7 == 0:
+            classifier = LogClassifier(state=json.loads(json.dumps(classifier.to_state())))
+    if mode == "log":
+        classifier.log_quiet(now=0.0)
+    elif exp["outcome"] == "crashed":
+        classifier.process_exited(1, now=0.0)
+    res = classifier.result()
+    outcome = {"starting": "stalled"}.get(res["status"], res["status"])
+    assert (outcome, res["stage"], res["signature"], res["error_line"]) == (
+        exp["outcome"], exp["stage"], exp["signature"], exp["first_error_line"])
