@@ -10,9 +10,48 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import pytest  # noqa: E402  pylint: disable=wrong-import-position
+
+from procs import TestCgroup  # noqa: E402  pylint: disable=wrong-import-position
 from sglang_corpus import materialize  # noqa: E402  pylint: disable=wrong-import-position
+
+UNIT_TESTS = Path(__file__).resolve().parent / 'unit'
+CGROUP_KEY = pytest.StashKey()
 
 
 def pytest_configure(config):
     del config
     materialize()
+
+
+# A unit test leaves no process behind. It runs in a cgroup of its own from the start of its set-up (before fixtures of
+# any scope) to the end of its teardown; whatever is still in that cgroup then, daemons included, is killed and the
+# test's teardown fails naming it (tests/procs.py). ansible-test runs each unit test in a fork that ends with os._exit,
+# so a process shared across tests (a module-scoped fixture) is never stopped there: it counts as left behind.
+# Integration tests are held by tests/run-all.sh's last step instead: their test hosts and SSH masters live as long
+# as their module's fixtures.
+def _is_unit(item):
+    return UNIT_TESTS in Path(str(item.fspath)).resolve().parents
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item):
+    if _is_unit(item):
+        cgroup = TestCgroup(item.nodeid)
+        if cgroup.enter():
+            item.stash[CGROUP_KEY] = cgroup
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item, nextitem):
+    del nextitem
+    try:
+        return (yield)
+    finally:
+        cgroup = item.stash.get(CGROUP_KEY, None)
+        if cgroup is not None:
+            del item.stash[CGROUP_KEY]
+            left = cgroup.leave()
+            if left:
+                pytest.fail('the test left these processes running (killed now): %s' % '; '.join(left), pytrace=False)

@@ -44,33 +44,75 @@ export ANSIBLE_LINT_SKIP_VERSION_CHECK=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_CO
 T_START=$(date +%s.%N)
 
 declare -a STEP_NAMES=() STEP_RESULTS=() STEP_TIMES=()
+mkdir -p "$CI_DIR"
 FAILED=0
 
 say() { printf '\n=== %s\n' "$*"; }
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
-# run_step NAME CMD...: run in the collection copy, time it, record the result, never abort
+# Every step runs in a cgroup of its own (cgroup v2) under $STEP_CGROUPS, so whatever a step leaves running is found
+# at the end, named with its step, however it was started (tests/infra/suite_check.py).
+STEP_CGROUPS=
+for cg_root in /sys/fs/cgroup/unified /sys/fs/cgroup; do
+    if [[ -f $cg_root/cgroup.procs && -f $cg_root/cgroup.stat && -w $cg_root ]]; then
+        STEP_CGROUPS=$cg_root/llmops-ci-$$
+        break
+    fi
+done
+# cg_enter NAME: move the calling (sub)shell into the step's cgroup; a no-op without cgroup v2
+cg_enter() {
+    [[ -n $STEP_CGROUPS ]] || return 0
+    mkdir -p "$STEP_CGROUPS/$1" && echo "$BASHPID" >"$STEP_CGROUPS/$1/cgroup.procs"
+}
+
+# A step function that decides not to run writes why to $SKIP_FILE and returns SKIPPED: the step is reported as
+# skipped, with that reason, in its own line, the summary and the last line; never as passed.
+SKIPPED=77
+SKIP_FILE=$CI_DIR/skip-reason
+declare -a STEP_NOTES=()
+
+# record_step NAME RESULT SECONDS [NOTE]
+record_step() {
+    STEP_NAMES+=("$1"); STEP_RESULTS+=("$2"); STEP_TIMES+=("$3"); STEP_NOTES+=("${4:-}")
+}
+
+# run_step NAME CMD...: run in the collection copy and in the step's cgroup, time it, record the result, never abort
 run_step() {
-    local name=$1 t0 rc
+    local name=$1 t0 rc reason
     shift
     if [[ " ${LLMOPS_CI_SKIP:-} " == *" $name "* ]]; then
-        STEP_NAMES+=("$name"); STEP_RESULTS+=(skipped); STEP_TIMES+=(0.0)
+        record_step "$name" skipped 0.0 "LLMOPS_CI_SKIP"
         say "$name: skipped (LLMOPS_CI_SKIP)"
         return 0
     fi
     say "$name: $*"
+    rm -f "$SKIP_FILE"
     t0=$(date +%s.%N)
-    (cd "$COLL" && "$@")
+    (cg_enter "$name"; cd "$COLL" && "$@")
     rc=$?
-    STEP_NAMES+=("$name"); STEP_TIMES+=("$(elapsed "$t0")")
+    if ((rc == SKIPPED)) && [[ -s $SKIP_FILE ]]; then
+        reason=$(head -n 1 "$SKIP_FILE")
+        record_step "$name" skipped "$(elapsed "$t0")" "$reason"
+        say "$name: skipped: $reason"
+        return 0
+    fi
     if ((rc == 0)); then
-        STEP_RESULTS+=(passed)
+        record_step "$name" passed "$(elapsed "$t0")"
     else
-        STEP_RESULTS+=("FAILED rc=$rc")
+        record_step "$name" "FAILED rc=$rc" "$(elapsed "$t0")"
         FAILED=1
     fi
     say "$name: ${STEP_RESULTS[-1]} in ${STEP_TIMES[-1]} s"
     return 0
+}
+
+# hosts_left_by STEP: test hosts up now that were not when the run began are recorded as left by STEP, then stopped
+hosts_left_by() {
+    local n left=()
+    for n in $(fleet_nodes); do [[ " $PRE_NODES " == *" $n "* ]] || left+=("$n"); done
+    ((${#left[@]})) || return 0
+    for n in "${left[@]}"; do echo "test host $n, started by step $1" >>"$CI_DIR/leftovers.txt"; done
+    bash "$REPO/tests/infra/fleet.sh" down "${left[@]}" >/dev/null 2>&1 || true
 }
 
 fleet_nodes() {
@@ -81,6 +123,7 @@ fleet_nodes() {
 # Test hosts that were already up before this run (someone's demo on a developer machine) are left
 # alone; on a CI machine there are none and everything is torn down with "down --all".
 PRE_NODES=$(fleet_nodes | tr '\n' ' ')
+# shellcheck disable=SC2317  # runs from the EXIT trap
 fleet_cleanup() {
     local new=() n
     if [[ -z ${PRE_NODES// /} ]]; then
@@ -97,6 +140,12 @@ cleanup() {
     local rc=$?
     trap - EXIT INT TERM
     fleet_cleanup
+    # what a step left in its cgroup (named by the leftovers step when the run got that far) goes too
+    if [[ -n $STEP_CGROUPS && -d $STEP_CGROUPS ]]; then
+        python3 "$REPO/tests/infra/suite_check.py" kill "$CI_DIR/before.json" --cgroups "$STEP_CGROUPS" >/dev/null 2>&1
+        find "$STEP_CGROUPS" -depth -type d -exec rmdir {} + 2>/dev/null
+        rmdir "${STEP_CGROUPS%/*}/llmops-tests" 2>/dev/null  # the unit tests' per-test cgroups' parent, when empty
+    fi
     local pids
     pids=$(jobs -p)
     # shellcheck disable=SC2086  # one job pid per word
@@ -110,6 +159,11 @@ if [[ $(id -u) -ne 0 ]]; then
     echo "tests/run-all.sh boots systemd-nspawn test hosts and network namespaces: run it as root" >&2
     exit 1
 fi
+
+# what the machine has before the suite: the last step reports what is there after it that was not
+rm -f "$CI_DIR/leftovers.txt"
+python3 "$REPO/tests/infra/suite_check.py" snapshot "$CI_DIR/before.json" --fleet-dir "$LLMOPS_FLEET_DIR" \
+    || { echo "run-all: cannot take the machine's snapshot (tests/infra/suite_check.py)" >&2; exit 1; }
 
 # ------------------------------------------------------------------ setup (fatal on error)
 setup_fail() { echo "run-all: setup failed: $*" >&2; exit 1; }
@@ -129,7 +183,7 @@ for tool_pkg in dpkg-scanpackages:dpkg-dev objcopy:binutils rpmbuild:rpm creater
     command -v "${tool_pkg%%:*}" >/dev/null 2>&1 || { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${tool_pkg#*:}" >/dev/null; } \
         || setup_fail "cannot install ${tool_pkg#*:}"
 done
-STEP_NAMES+=(setup-apt); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
+record_step setup-apt passed "$(elapsed "$t0")"
 
 say "setup: venvs (ansible-core 2.21 and 2.20 on Python >= 3.12; 2.19 on Debian 12's Python 3.11 without one)"
 t0=$(date +%s.%N)
@@ -144,7 +198,7 @@ bash "$REPO/tests/infra/controller-venv.sh" "$VENV20" "$REPO/tests/requirements-
 PYV=$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 # fleet.sh's pip download (wheelhouses for the test hosts) runs with the venv's pip (a stock Debian python3 has none)
 export LLMOPS_FLEET_PYTHON=$VENV/bin/python
-STEP_NAMES+=(setup-venvs); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
+record_step setup-venvs passed "$(elapsed "$t0")"
 
 # The tools keep state under $HOME (ansible-test's sanity venvs in ~/.ansible/test, molecule's
 # ephemeral dirs, ssh config): give the run its own HOME so a developer's state (or another run
@@ -176,7 +230,7 @@ pip_pin=$(grep -oE "pip='[0-9.]+'" "$("$VENV/bin/python" -c 'import ansible_test
 mkdir -p "$HOME/.ansible/test/cache"
 cp "$REPO/tests/ci/get_pip_25_2.py" "$HOME/.ansible/test/cache/get_pip_${pip_pin//./_}.py"
 echo "pip bootstrap stand-in: ~/.ansible/test/cache/get_pip_${pip_pin//./_}.py (ansible-test pins pip $pip_pin)"
-STEP_NAMES+=(setup-copy); STEP_RESULTS+=(passed); STEP_TIMES+=("$(elapsed "$t0")")
+record_step setup-copy passed "$(elapsed "$t0")"
 
 # Real interpreters first on PATH (pyenv shims exit 127 and ansible-test drops PYENV_VERSION).
 PYPATH=
@@ -199,6 +253,7 @@ done
 say "setup: test-host root file system (in the background, log: $CI_DIR/rootfs.log)"
 rm -f "$CI_DIR/rootfs.rc"
 (
+    cg_enter setup-rootfs
     t0=$(date +%s.%N)
     bash "$COLL/tests/infra/fleet.sh" rootfs >"$CI_DIR/rootfs.log" 2>&1
     rc=$?
@@ -210,8 +265,7 @@ wait_rootfs() {
     wait "$ROOTFS_PID" 2>/dev/null
     read -r rc secs <"$CI_DIR/rootfs.rc" 2>/dev/null || { rc=1; secs=0.0; }
     cat "$CI_DIR/rootfs.log"
-    STEP_NAMES+=(setup-rootfs); STEP_TIMES+=("$secs")
-    if ((rc == 0)); then STEP_RESULTS+=(passed); else STEP_RESULTS+=("FAILED rc=$rc"); FAILED=1; fi
+    if ((rc == 0)); then record_step setup-rootfs passed "$secs"; else record_step setup-rootfs "FAILED rc=$rc" "$secs"; FAILED=1; fi
     say "setup-rootfs: ${STEP_RESULTS[-1]} in $secs s (background)"
 }
 
@@ -234,14 +288,15 @@ molecule_all() {
 # README's demo command on a stock Debian 12 (no pyenv, no pip, Python 3.11): a root file system built afresh with
 # mmdebstrap, the demo run in it with chroot (tests/infra/stock-debian.sh). About 3.5 min on a quiet 2-core machine,
 # 17 min under load, so it runs only when the steps before it left room for the final pytest run within CI's 90 min.
+STOCK_BUDGET=${LLMOPS_CI_STOCK_BUDGET:-1800}
 # shellcheck disable=SC2317  # runs through run_step
 stock_debian() {
     local spent
     spent=$(elapsed "$T_START")
-    if awk -v s="$spent" 'BEGIN{exit !(s > 1800)}'; then
-        echo "stock-debian: not run: ${spent} s spent already (it runs when at most 1800 s were); run it with" \
-            "'bash tests/infra/stock-debian.sh'"
-        return 0
+    if awk -v s="$spent" -v b="$STOCK_BUDGET" 'BEGIN{exit !(s > b)}'; then
+        echo "${spent} s spent already (it runs when at most $STOCK_BUDGET s were); run it with 'bash tests/infra/stock-debian.sh'" \
+            >"$SKIP_FILE"
+        return "$SKIPPED"
     fi
     rm -rf "$CI_DIR/stock-debian"
     LLMOPS_STOCK_DIR="$CI_DIR/stock-debian" timeout -k 30 1200 bash tests/infra/stock-debian.sh
@@ -267,26 +322,56 @@ run_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .
 wait_rootfs
 run_step molecule molecule_all
 run_step molecule-paramiko molecule_paramiko
-fleet_cleanup
+# molecule's destroy stops its hosts: one still up is a leftover of those steps (named at the end), stopped now so the
+# next steps get the addresses
+hosts_left_by molecule
 run_step stock-debian stock_debian
 
-# ------------------------------------------------------------------ report, then pytest last
-PYTEST_DIRS=(tests/unit tests/integration)
+# ------------------------------------------------------------------ pytest, what was left, the summary
+# tests/unit ran above through ansible-test (each test in its own fork, held by the per-test process check of
+# tests/conftest.py); plain pytest runs the integration tier, and only collects tests/unit to prove that the
+# collection also imports with PYTHONPATH alone (style.md: "check that once in CI").
+PYTEST_DIRS=(tests/integration)
 [[ -d $COLL/tests/system ]] && PYTEST_DIRS+=(tests/system)
-say "summary (before the final pytest run)"
-printf '%-28s %-14s %8s\n' STEP RESULT SECONDS
-for i in "${!STEP_NAMES[@]}"; do
-    printf '%-28s %-14s %8s\n' "${STEP_NAMES[$i]}" "${STEP_RESULTS[$i]}" "${STEP_TIMES[$i]}"
-done
-printf '%-28s %-14s %8s\n' "total so far" "" "$(elapsed "$T_START")"
-((FAILED)) && echo "run-all: at least one step FAILED (see above); the final pytest run follows"
+PYTEST_LOG=$CI_DIR/pytest.log
+# shellcheck disable=SC2317  # runs through run_step
+pytest_plain() {
+    PYTHONPATH=$COLL_ROOT python -m pytest -p no:cacheprovider -q --collect-only tests/unit >"$CI_DIR/pytest-collect.log" 2>&1 \
+        || { tail -n 20 "$CI_DIR/pytest-collect.log"; return 1; }
+    tail -n 1 "$CI_DIR/pytest-collect.log"
+    # shellcheck disable=SC2086
+    PYTHONPATH=$COLL_ROOT timeout -k 30 2400 python -m pytest -p no:cacheprovider -q -rfEs \
+        --continue-on-collection-errors --durations=10 -n "${LLMOPS_PYTEST_WORKERS:-4}" ${LLMOPS_PYTEST_ARGS:-} \
+        "${PYTEST_DIRS[@]}" 2>&1 | tee "$PYTEST_LOG"
+    return "${PIPESTATUS[0]}"
+}
+run_step pytest pytest_plain
+# pytest's own count goes into the summary beside its step
+STEP_NOTES[-1]=$(grep -E '^=*[ ]*[0-9]+ (passed|failed)|no tests ran' "$PYTEST_LOG" 2>/dev/null | tail -n 1 | tr -d '=' | sed 's/^ *//; s/ *$//')
 
-say "pytest ${PYTEST_DIRS[*]} (PYTHONPATH=$COLL_ROOT)"
+# The machine after the suite: no process a step started, no new listener, network namespace, mount or test host.
+say "leftovers: what the suite left on the machine"
 t0=$(date +%s.%N)
-# shellcheck disable=SC2086
-(cd "$COLL" && PYTHONPATH=$COLL_ROOT timeout -k 30 2400 python -m pytest -p no:cacheprovider -q -rfE \
-    --continue-on-collection-errors --durations=10 -n "${LLMOPS_PYTEST_WORKERS:-4}" ${LLMOPS_PYTEST_ARGS:-} "${PYTEST_DIRS[@]}")
-rc=$?
-((rc != 0)) && FAILED=1
+if "$VENV/bin/python" "$REPO/tests/infra/suite_check.py" check "$CI_DIR/before.json" --cgroups "$STEP_CGROUPS" \
+        --fleet-dir "$LLMOPS_FLEET_DIR" --also "$CI_DIR/leftovers.txt"; then
+    record_step leftovers passed "$(elapsed "$t0")"
+else
+    record_step leftovers FAILED "$(elapsed "$t0")" "see 'left running:' above"
+    FAILED=1
+fi
+
+say "summary"
+n_pass=0 n_fail=0 n_skip=0
+printf '%-28s %-14s %8s  %s\n' STEP RESULT SECONDS NOTE
+for i in "${!STEP_NAMES[@]}"; do
+    printf '%-28s %-14s %8s  %s\n' "${STEP_NAMES[$i]}" "${STEP_RESULTS[$i]}" "${STEP_TIMES[$i]}" "${STEP_NOTES[$i]}"
+    case ${STEP_RESULTS[$i]} in
+        passed) n_pass=$((n_pass + 1)) ;;
+        skipped) n_skip=$((n_skip + 1)) ;;
+        *) n_fail=$((n_fail + 1)) ;;
+    esac
+done
+printf '%-28s %-14s %8s\n' total "" "$(elapsed "$T_START")"
+echo "steps: $n_pass passed, $n_fail failed, $n_skip skipped"
 exit "$FAILED"
 }

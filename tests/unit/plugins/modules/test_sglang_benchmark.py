@@ -23,6 +23,7 @@ from ansible_collections.llmops.sglang.plugins.modules import sglang_benchmark
 TESTS = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS))
 from module_process import run_in_process  # noqa: E402  pylint: disable=wrong-import-position
+from procs import spawn  # noqa: E402  pylint: disable=wrong-import-position
 STANDIN = TESTS / 'standin'
 RECORDING = TESTS / 'fixtures' / 'sglang-logs' / 'gb10-dflash-spec-decoding-ready'
 
@@ -34,25 +35,25 @@ def run_module(capsys):
     return run
 
 
-@pytest.fixture(scope='module')
+@pytest.fixture
 def server():
+    """The stand-in on a free port, for one test: ansible-test runs each test in a fork that ends with os._exit, where a
+    module-scoped fixture is never torn down (it left one stand-in running per test)."""
     with socket.socket() as sock:
         sock.bind(('127.0.0.1', 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(STANDIN / 'sglang_standin.py'), '--recording', str(RECORDING), '--max-seconds', '0.5',
-                             '--port', str(port), '--profile', str(STANDIN / 'profiles' / 'seed-sm120.json')],
-                            stderr=subprocess.DEVNULL)
-    url = 'http://127.0.0.1:%d' % port
-    for _attempt in range(200):
-        try:
-            with urllib.request.urlopen(url + '/health', timeout=1) as answer:
-                if answer.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.05)
-    yield url
-    proc.terminate()
-    proc.wait(10)
+    argv = [sys.executable, str(STANDIN / 'sglang_standin.py'), '--recording', str(RECORDING), '--max-seconds', '0.5',
+            '--port', str(port), '--profile', str(STANDIN / 'profiles' / 'seed-sm120.json')]
+    with spawn(argv, stderr=subprocess.DEVNULL):
+        url = 'http://127.0.0.1:%d' % port
+        for _attempt in range(200):
+            try:
+                with urllib.request.urlopen(url + '/health', timeout=1) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.05)
+        yield url
 
 
 @pytest.fixture
