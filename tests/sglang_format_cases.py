@@ -104,6 +104,9 @@ FORMATS = {
     "cpp-terminate-what": ("cuda_graph", "device_error",
                            "terminate called after throwing an instance of 'c10::Error'\n"
                            "  what():  CUDA error: unspecified launch failure\n" + _C10_FRAMES, 0),
+    "runpy-no-module": ("start", "import_error", "/usr/bin/python3: No module named sglang.launch_server\n", 0),
+    "cuda-error-line-alone": ("kv_cache", "unsupported_arch",
+                              "CUDA error: no kernel image is available for execution on the device\n", 0),
     "sglang-scheduler-watchdog-timeout": ("cuda_graph", "traceback",
                                           "[2026-03-29 10:41:07 TP0] Scheduler watchdog timeout "
                                           "(self.watchdog_timeout=300, self.soft=False)\n", 0),

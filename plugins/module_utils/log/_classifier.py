@@ -867,8 +867,8 @@ def _heads_traceback(clean, seg):
 def is_exception_line(line):
     """True for the line that ends a Python traceback ("torch.OutOfMemoryError: CUDA out of memory ...",
     "ModuleNotFoundError: No module named 'numpy'") or a C++ exception's "what():" line, also behind SGLang's
-    "[time TPn] " prefix."""
-    return bool(EXC_RE.match(SGLANG_PREFIX_RE.sub("", line, count=1)))
+    "[time TPn] " prefix and the prefixes of the tools in between (log/_prefix)."""
+    return bool(EXC_RE.match(SGLANG_PREFIX_RE.sub("", PrefixReader().strip(line), count=1)))
 
 
 def classify_text(text, crash_patterns=(), ignore_patterns=(), exited=None):

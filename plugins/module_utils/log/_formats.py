@@ -259,6 +259,13 @@ FATAL_LINE_RULES = (
     FatalLineRule("glog", GLOG_ERROR_RE, ("[E0", "[E1")),
     # FlashInfer's FLASHINFER_CUDA_CALL: "CUDA Error: <cudaGetErrorString> (<code>) <file>: line <n> at function <call>"
     FatalLineRule("flashinfer_cuda", re.compile(r"^CUDA Error: .+ \(\d+\) "), ("CUDA Error: ",)),
+    # a CUDA/HIP runtime error printed on its own line (a C++ extension's check, torch's message without its class)
+    FatalLineRule("cuda_error_line", re.compile(r"^(?:CUDA|HIP) (?:error|Error|ERROR)(?: \d+)?: \S"),
+                  ("CUDA error", "CUDA ERROR", "HIP error", "HIP Error")),
+    # the interpreter's own -m launcher: "python3: No module named sglang.launch_server", "python3: Error while finding
+    # module specification for 'sglang.launch_server' (ModuleNotFoundError: No module named 'sglang')"
+    FatalLineRule("runpy", re.compile(r"^\S*python[\d.]*: (?:No module named |Error while finding module specification )"),
+                  ("No module named", "Error while finding")),
 )
 # Gates start with characters that are rare in logs (not "e", ":" or "|"): the prefilter's combined search is only as
 # fast as the first characters of its gates are rare (docs/log-classification.md, Throughput).

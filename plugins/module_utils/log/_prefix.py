@@ -28,6 +28,8 @@ TOOL_PREFIX_RE = re.compile(
     r"(?:"
     # journalctl -o short / short-precise (and syslog files), -o short-iso / short-iso-precise, -o short-monotonic
     r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?" + _HOST_UNIT
+    # journalctl -o short-full / with-unit ("Tue 2025-12-02 03:14:15 UTC host unit[pid]: ")
+    + r"|[A-Z][a-z]{2} \d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z]{2,5}| [+-]\d{4})?" + _HOST_UNIT
     + r"|" + _RFC3339 + _HOST_UNIT
     + r"|\[ *\d+\.\d+\]" + _HOST_UNIT
     # docker compose logs / podman-compose ("name-1  | "), pm2 ("0|name  | "), foreman/honcho ("12:00:00 web.1  | ")

@@ -57,6 +57,7 @@ _SOURCE_IMPORT_RE = re.compile(r"^\s*(?:from\s+\S+\s+import\b|import\s+\S)")
 
 # A module or shared library that cannot be loaded: Python's import errors and the dynamic loader's (dlerror) texts.
 _IMPORT_EXC_RE = re.compile(r"^(?:[\w.]+\.)?(?:ImportError|ModuleNotFoundError)\b|undefined symbol|cannot open shared object file"
+                            r"|^\S*python[\d.]*: (?:No module named|Error while finding module specification)"
                             r"|error while loading shared libraries|symbol lookup error|version [`'](?:GLIBC|GLIBCXX|CXXABI)_[\d.]+' not found")
 # The Hugging Face Hub refusing or lacking the model (gated, token, not found, offline): the model path or its
 # credentials are wrong, whatever the stage (huggingface_hub.errors, and transformers' OSError texts around them).

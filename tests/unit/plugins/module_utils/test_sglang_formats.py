@@ -18,7 +18,7 @@ TESTS = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS))
 import sglang_format_cases  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.llmops.sglang.plugins.module_utils.log import _formats as formats  # noqa: E402
-from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import LogClassifier, classify_text  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import LogClassifier, classify_text, is_exception_line  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.log._prefix import PrefixReader  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.log._rules import specific_class  # noqa: E402
 
@@ -82,6 +82,11 @@ def test_nccl_warn_line_refines_but_never_decides():
     ("E0000 00:00:1743742851.490303  583398 pjrt_stream_executor_client.cc:3072] Execution of replica 0 failed", "glog"),
     ("Capturing batches (bs=30):   0%|          | 0/8 [00:00<?, ?it/s][rank15]:[E1224 01:14:28.9 x.cpp:4] failed", "glog"),
     ("CUDA Error: out of memory (2) /workspace/include/flashinfer/allocator.h: line 43 at function cudaMalloc", "flashinfer_cuda"),
+    ("CUDA error: an illegal memory access was encountered", "cuda_error_line"),
+    ("HIP error: invalid device function", "cuda_error_line"),
+    ("/usr/bin/python3: No module named sglang.launch_server", "runpy"),
+    ("/opt/venv/bin/python3.12: Error while finding module specification for 'sglang.launch_server' "
+     "(ModuleNotFoundError: No module named 'sglang')", "runpy"),
 ])
 def test_fatal_line_formats(line, rule):
     found = formats.fatal_line(line)
@@ -137,6 +142,7 @@ TOOL_PREFIXES = [
     "[pod/sglang-0/server] 2025-12-24T01:14:28.123Z ",       # kubectl logs --prefix --timestamps
     "Dec 24 01:14:28 gpu-node-07 python3[48211]: ",          # journalctl -o short, syslog
     "Dec 24 01:14:28.123456 gpu-node-07 sglang[1]: ",        # journalctl -o short-precise
+    "Wed 2025-12-24 01:14:28 UTC gpu-node-07 python3[48211]: ",   # journalctl -o short-full
     "2025-12-24T01:14:28+0000 gpu-node-07 python3[48211]: ",  # journalctl -o short-iso
     "[ 1234.567890] gpu-node-07 python3[48211]: ",           # journalctl -o short-monotonic
     "0|sglang   | ",                                         # pm2
@@ -150,6 +156,27 @@ TOOL_PREFIXES = [
 def test_tool_prefixes_are_stripped_and_sglang_lines_kept_whole(prefix):
     for line in SGLANG_LINES:
         assert PrefixReader().strip(prefix + line) == line
+
+
+@pytest.mark.parametrize("text, signature", [
+    ("/usr/bin/python3: No module named sglang.launch_server\n", "import_error"),
+    ("CUDA error: no kernel image is available for execution on the device\n", "unsupported_arch"),
+])
+def test_one_line_failures_in_both_modes(text, signature):
+    """A single fatal line and then silence (the log alone), or then the process's exit."""
+    quiet = LogClassifier()
+    quiet.feed(text, now=0.0)
+    assert quiet.log_quiet(now=0.0) is True
+    exited = LogClassifier()
+    exited.feed(text, now=0.0)
+    exited.process_exited(1, now=0.0)
+    for res in (quiet.result(), exited.result()):
+        assert (res["status"], res["stage"], res["signature"], res["error_line"]) == ("crashed", "start", signature, text[:-1])
+
+
+def test_exception_lines_are_found_behind_tool_prefixes():
+    assert is_exception_line("sglang-1  | [2025-12-24 01:14:28 TP0] torch.OutOfMemoryError: CUDA out of memory.")
+    assert not is_exception_line("sglang-1  | [2025-12-24 01:14:28 TP0] Load weight begin.")
 
 
 def test_sglang_own_prefixes_are_never_cut():
