@@ -56,19 +56,27 @@ def write_rows(path, data):
                                 'permissions, or leave sglang_report_path unset' % (path, exc)) from exc
 
 
-def summary_line(kind, rows):
-    """'deploy: 3 hosts, 2 ready (1 unchanged), 1 crashed' - the line above the table."""
+def summary_line(kind, rows, dry_run=False):
+    """'deploy: 3 hosts, 2 ready (1 unchanged), 1 crashed' - the line above the table; a check-mode run says that it
+    was a dry run ('deploy (dry run, check mode: nothing was changed): 2 hosts, 2 dry run (1 would deploy, ...)')."""
     counts = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
     parts = []
     for status in sorted(counts, key=lambda s: (s != 'ready', s)):
         text = '%d %s' % (counts[status], status)
+        kinds = {}
+        for row in rows:
+            if row.status == status and row.kind and (row.kind != 'unchanged' or status == 'ready'):
+                kinds[row.kind] = kinds.get(row.kind, 0) + 1
         if status == 'ready':
-            unchanged = sum(1 for r in rows if r.ok and not r.changed)
-            text += ' (%d unchanged)' % unchanged if unchanged else ''
+            kinds = {'unchanged': kinds['unchanged']} if kinds.get('unchanged') else {}
+        elif status != 'dry run':
+            kinds = {}
+        text += ' (%s)' % ', '.join('%d %s' % (n, k) for k, n in sorted(kinds.items())) if kinds else ''
         parts.append(text)
-    return 'llmops.sglang %s: %d host%s, %s' % (kind, len(rows), '' if len(rows) == 1 else 's', ', '.join(parts))
+    what = '%s (dry run, check mode: nothing was changed)' % kind if dry_run else kind
+    return 'llmops.sglang %s: %d host%s, %s' % (what, len(rows), '' if len(rows) == 1 else 's', ', '.join(parts))
 
 
 class ActionModule(ActionBase):
@@ -96,7 +104,8 @@ class ActionModule(ActionBase):
         # With serial batches: print once, after the last batch or after a batch that failed (the play stops there).
         final = not hosts or hosts[-1] in batch or any(not r.ok for r in rows if r.host in batch)
         if final:
-            display.display('\n'.join([summary_line(args['kind'], rows), ''] + render(rows, columns_for(parts))))
+            display.display('\n'.join([summary_line(args['kind'], rows, bool(self._task.check_mode)), '']
+                                      + render(rows, columns_for(parts))))
         result.update(changed=False, rows=data, failed_hosts=[r.host for r in rows if not r.ok and r.status != 'not run'],
                       printed=final)
         if args['path']:

@@ -6,52 +6,12 @@
 
 from __future__ import annotations
 
-import json
-import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
-# the key -> flag rules shared with llmops.sglang.sglang_server_flags
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang._flags import (
-    check_args,
-    duplicate_keys,
-    duplicate_message,
-    flag_for_key,
-    unknown_message,
-    valid_key,
-)
-
-# Characters that systemd's ExecStart= word splitting leaves alone without quoting.
-_SYSTEMD_SAFE = re.compile(r'^[A-Za-z0-9_@+=:,./-]+$')
-
-
-def _flag(name):
-    if not isinstance(name, str):
-        raise AnsibleFilterError(f"sglang_cli_args: argument name {name!r} is not a string; use SGLang's flag name, e.g. 'tp-size'")
-    if not valid_key(name):
-        raise AnsibleFilterError(
-            f"sglang_cli_args: {name!r} is not a valid SGLang flag name; use names such as 'model-path' or 'tp_size' "
-            "(without spaces or '=')"
-        )
-    return flag_for_key(name)
-
-
-def _check_duplicates(args):
-    """Reject two keys that render to the same flag (SGLang's argparse would silently keep the last)."""
-    for name in args:
-        _flag(name)  # a malformed name gets its own message first
-    duplicates = duplicate_keys(args)
-    if duplicates:
-        raise AnsibleFilterError('sglang_cli_args: ' + '; '.join(duplicate_message(flag, keys) for flag, keys in duplicates))
-
-
-def _scalar(flag, value):
-    if isinstance(value, bool):
-        raise AnsibleFilterError(f"sglang_cli_args: {flag} has a boolean inside a list; lists take strings or numbers")
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(',', ':'), sort_keys=True)
-    return str(value)
+# one rule for the filters and the sglang_service role's deploy plan
+from ansible_collections.llmops.sglang.plugins.plugin_utils import _sglang_argv as argv_rules
 
 
 def _flag_list(value, option):
@@ -61,22 +21,6 @@ def _flag_list(value, option):
         raise AnsibleFilterError(f"sglang_cli_args: {option} must be a list of flags such as ['--tp-size'], got {type(value).__name__}; "
                                  "pass the flags or boolean_flags result of llmops.sglang.sglang_server_flags")
     return set('--' + str(f).lstrip('-') for f in value)
-
-
-def _check_known(args, known_flags, boolean_flags, flag_values):
-    """Reject what the installed SGLang would reject: unknown flags, values for switches, values of the wrong type or
-    outside the choices (the rule of llmops.sglang.sglang_server_flags, sglang._flags.check_args)."""
-    known = _flag_list(known_flags, 'known_flags')
-    switches = _flag_list(boolean_flags, 'boolean_flags')
-    if flag_values is not None and not isinstance(flag_values, dict):
-        raise AnsibleFilterError(f"sglang_cli_args: flag_values must be a dict, got {type(flag_values).__name__}; "
-                                 "pass the flag_values result of llmops.sglang.sglang_server_flags")
-    unknown, problems = check_args(args, {'flags': known, 'boolean_flags': switches, 'values': flag_values})
-    if unknown:
-        raise AnsibleFilterError(f"sglang_cli_args: {unknown_message(unknown)}. Fix the name, or drop the flag for this release "
-                                 f"(known_flags lists {len(known)} flags)")
-    if problems:
-        raise AnsibleFilterError('sglang_cli_args: ' + '; '.join(problems))
 
 
 def sglang_cli_args(args, known_flags=None, boolean_flags=None, flag_values=None):
@@ -97,52 +41,25 @@ def sglang_cli_args(args, known_flags=None, boolean_flags=None, flag_values=None
     that is not a boolean (or null) raises too. With C(flag_values) (the RV(flag_values) of the module), a value of the
     wrong type or outside the flag's choices raises, naming the flag, the value and what the flag expects.
     """
-    if args is None:
-        return []
-    if not isinstance(args, dict):
-        raise AnsibleFilterError(
-            f"sglang_cli_args: expected a dict of SGLang server arguments, got {type(args).__name__}; "
-            "write them as a mapping, e.g. {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8}"
-        )
-    _check_duplicates(args)
-    _check_known(args, known_flags, boolean_flags, flag_values)
-    argv = []
-    for name, value in args.items():
-        flag = _flag(name)
-        if value is None or value is False:
-            continue
-        if value is True:
-            argv.append(flag)
-        elif isinstance(value, dict):
-            argv.extend([flag, json.dumps(value, separators=(',', ':'), sort_keys=True)])
-        elif is_sequence(value):
-            if not value:
-                continue
-            argv.append(flag)
-            argv.extend(_scalar(flag, v) for v in value)
-        else:
-            argv.extend([flag, _scalar(flag, value)])
-    return argv
+    try:
+        if isinstance(args, dict):
+            argv_rules.check_duplicates(args)
+            known, switches = _flag_list(known_flags, 'known_flags'), _flag_list(boolean_flags, 'boolean_flags')
+            if flag_values is not None and not isinstance(flag_values, dict):
+                raise AnsibleFilterError(f"sglang_cli_args: flag_values must be a dict, got {type(flag_values).__name__}; "
+                                         "pass the flag_values result of llmops.sglang.sglang_server_flags")
+            argv_rules.check_known(args, known, switches, flag_values)
+        return argv_rules.cli_args(args)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 def sglang_args_by_flag(args):
     """The arguments keyed by the flag each key names, without the leading C(--): C(tp_size) -> C(tp-size)."""
-    if args is None:
-        return {}
-    if not isinstance(args, dict):
-        raise AnsibleFilterError(f"sglang_args_by_flag: expected a dict of SGLang server arguments, got {type(args).__name__}")
-    _check_duplicates(args)
-    return dict((_flag(name)[2:], value) for name, value in args.items())
-
-
-def _systemd_word(word):
-    word = str(word)
-    # systemd expands %-specifiers and $VARIABLES in ExecStart=; double them to pass them through.
-    word = word.replace('%', '%%').replace('$', '$$')
-    if word and _SYSTEMD_SAFE.match(word):
-        return word
-    escaped = word.replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n').replace('\t', '\\t')
-    return f'"{escaped}"'
+    try:
+        return argv_rules.by_flag(args)
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 def systemd_exec_args(argv):
@@ -155,7 +72,7 @@ def systemd_exec_args(argv):
     """
     if isinstance(argv, str) or not is_sequence(argv):
         raise AnsibleFilterError(f"systemd_exec_args: expected a list of arguments, got {type(argv).__name__}")
-    return ' '.join(_systemd_word(w) for w in argv)
+    return argv_rules.systemd_exec_args(argv)
 
 
 class FilterModule:

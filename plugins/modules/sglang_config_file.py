@@ -93,6 +93,12 @@ dest:
   returned: always
   type: str
   sample: /etc/systemd/system/sglang.service
+created:
+  description: Whether O(dest) did not exist before (in check mode - whether it would be created).
+  returned: always
+  type: bool
+  sample: false
+  version_added: 0.2.0
 backup_file:
   description: The copy of the old file kept by O(backup).
   returned: when a backup was made
@@ -165,7 +171,7 @@ def main():
         module.fail_json(msg='%s: %s' % (dest, err), dest=dest)
     now = cf.observe(dest)
     plan = cf.decide(now, wanted)
-    result = dict(changed=plan.changed, dest=dest)
+    result = dict(changed=plan.changed, dest=dest, created=now.content is None)
     if module._diff and plan.write:
         result['diff'] = dict(before=(now.content or b'').decode('utf-8', 'replace'), after=p['content'],
                               before_header=dest, after_header=dest)

@@ -22,9 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-# Statuses of a row. "ready" = serving after this run (changed or not), "unchanged" is not a status: an unchanged
-# host is ready with changed=false.
-OK_STATUSES = ('ready',)
+# Statuses of a row that are fine: "ready" = serving after this run (changed or not; "unchanged" is a kind, not a
+# status), "dry run" = a check-mode deploy, which changes nothing and starts nothing.
+OK_STATUSES = ('ready', 'dry run')
 REASON_CHARS = 160
 
 
@@ -44,6 +44,8 @@ class Column:
     header: str
     fmt: Callable[[Any], str] = _text
     right: bool = False
+    # the key of the column this one follows; None: before REASON
+    after: Optional[str] = None
 
 
 @dataclass
@@ -57,6 +59,9 @@ class HostRow:
     signature: Optional[str] = None
     changed: bool = False
     reason: str = ''
+    # what the run did to the server: unchanged, started, restarted, rolled back, would deploy, would restart, not
+    # started (the role's sglang_service_result.outcome); empty for a check run
+    kind: str = ''
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -64,11 +69,6 @@ class HostRow:
         return self.status in OK_STATUSES
 
     def cell(self, key: str) -> Any:
-        if key == 'signature':
-            # the one column that says "unchanged" for a host the run left alone
-            if self.ok and not self.changed and self.status == 'ready' and self.signature is None:
-                return 'unchanged'
-            return self.signature or ('-' if self.ok else '')
         if key in self.extra:
             return self.extra[key]
         return getattr(self, key, None)
@@ -76,12 +76,14 @@ class HostRow:
     def to_json(self) -> Dict[str, Any]:
         data = {'host': self.host, 'status': self.status, 'ok': self.ok, 'stage': self.stage or None,
                 'seconds': self.seconds, 'signature': self.signature, 'changed': self.changed, 'reason': self.reason}
+        if self.kind:
+            data['kind'] = self.kind
         data.update(self.extra)
         return data
 
     @classmethod
     def from_json(cls, data: Dict[str, Any]) -> 'HostRow':
-        base = ('host', 'status', 'stage', 'seconds', 'signature', 'changed', 'reason')
+        base = ('host', 'status', 'stage', 'seconds', 'signature', 'changed', 'reason', 'kind')
         extra = dict((k, v) for k, v in data.items() if k not in base and k != 'ok')
         return cls(extra=extra, **dict((k, data[k]) for k in base if k in data and data[k] is not None))
 
@@ -119,9 +121,14 @@ def first_sentence(text: Any, limit: int = REASON_CHARS) -> str:
 
 
 def columns_for(parts: Tuple[Part, ...]) -> List[Column]:
-    """The base columns with every part's columns inserted before REASON (which stays last: it is the widest)."""
+    """The base columns with every part's columns inserted after the column they name, else before REASON (which
+    stays last: it is the widest)."""
     added = [col for part in parts for col in part.columns]
-    return list(BASE_COLUMNS[:-1]) + added + [BASE_COLUMNS[-1]]
+    columns = list(BASE_COLUMNS[:-1]) + [col for col in added if col.after is None] + [BASE_COLUMNS[-1]]
+    for col in (c for c in added if c.after is not None):
+        keys = [c.key for c in columns]
+        columns.insert(keys.index(col.after) + 1 if col.after in keys else len(columns) - 1, col)
+    return columns
 
 
 def render(rows: List[HostRow], columns: List[Column]) -> List[str]:

@@ -23,22 +23,28 @@ def _is_dict(value: Any) -> bool:
     return isinstance(value, dict) and not value.get('skipped')
 
 
-def fill_stamp(row: HostRow, stamp: Dict[str, Any]) -> None:
-    """llmops.sglang.sglang_deploy_stamp's check: a host that still runs the recorded deployment is left alone."""
-    if not _is_dict(stamp):
+def fill_result(row: HostRow, result: Dict[str, Any]) -> None:
+    """The sglang_service role's one result (sglang_service_result): what the run did (the row's kind, from the role's
+    plan and what ran), how the server ended, whether the run changed the host, and why in one line."""
+    if not _is_dict(result) or 'outcome' not in result:
         return
-    if stamp.get('current'):
-        row.status, row.stage, row.changed = 'ready', 'ready', False
-        serving = ', GET /health 200' if stamp.get('health') else ''
-        row.reason = one_line('unchanged since %s (SGLang %s%s)' % (stamp.get('recorded_at'), stamp.get('sglang_version'), serving))
-    else:
-        row.reason = one_line('full deploy: ' + '; '.join(stamp.get('reasons') or ['no record']))
-
-
-def fill_changed(row: HostRow, decision: Any) -> None:
-    """Whether this run restarted the host's server: the registered result of the role's restart decision (changed when
-    it restarted, skipped when it did not)."""
-    row.changed = _is_dict(decision) and bool(decision.get('changed'))
+    row.kind = result['outcome']
+    row.changed = bool(result.get('changed'))
+    wait = result.get('wait')
+    if _is_dict(wait) and 'status' in wait:
+        fill_wait(row, wait)
+    # a failed start says its root cause (the wait's crash line); everything else is the result's own line
+    failed_start = _is_dict(wait) and row.status == result.get('status') and row.status != 'ready' and row.kind != 'rolled back'
+    row.status = result.get('status') or row.status
+    if row.kind == 'unchanged':
+        row.stage = row.stage or 'ready'
+    if not failed_start or not row.reason:
+        row.reason = one_line(result.get('msg'))
+    if result.get('failure'):
+        row.stage = row.stage if row.stage and row.stage != 'ready' else 'before start'
+        row.extra['failed_task'] = (result['failure'] or {}).get('step') or ''
+    fill_smoke(row, result.get('smoke'))
+    fill_startup(row, result.get('startup'))
 
 
 def fill_wait(row: HostRow, wait: Dict[str, Any]) -> None:
@@ -83,7 +89,7 @@ def fill_failure(row: HostRow, failure: Dict[str, Any]) -> None:
     """A task of the run failed. A failed start is already described by the wait; anything else is said here."""
     if not _is_dict(failure):
         return
-    if row.status not in ('ready', 'not run'):
+    if row.status not in ('ready', 'not run', 'dry run'):
         return
     row.status = 'failed'
     row.stage = row.stage if row.stage and row.stage != 'ready' else 'before start'
@@ -120,12 +126,10 @@ def fill_startup(row: HostRow, history: Dict[str, Any]) -> None:
 SMOKE_COLUMNS = (Column('ttft', 'TTFT', _ttft, right=True),)
 STARTUP_COLUMNS = (Column('startup', 'STARTUP'),)
 
+# The role's public result; sglang_service_result.outcome is the row's kind (RUN).
+RESULT_VAR = 'sglang_service_result'
 DEPLOY_PARTS: Tuple[Part, ...] = (
-    Part('sglang_service_deployment', fill_stamp),
-    Part('__sglang_service_restart_decision', fill_changed),
-    Part('sglang_service_wait_result', fill_wait),
-    Part('sglang_service_smoke_result', fill_smoke, SMOKE_COLUMNS),
-    Part('sglang_service_start_record', fill_startup, STARTUP_COLUMNS),
+    Part(RESULT_VAR, fill_result, (Column('kind', 'RUN', after='status'),) + SMOKE_COLUMNS + STARTUP_COLUMNS),
     Part(FAILURE_VAR, fill_failure),
 )
 

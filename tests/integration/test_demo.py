@@ -47,7 +47,7 @@ def test_demo_ready_then_unchanged():
     assert re.search(r'^llmops\.sglang deploy: 3 hosts, 3 ready$', first, re.M), first[-3000:]
     assert re.search(r'^llmops\.sglang deploy: 3 hosts, 3 ready \(3 unchanged\)$', second, re.M), second[-3000:]
     for node in NODES:
-        assert re.search(r'^%s\s+ready\s+ready\s+unchanged\s+unchanged since ' % node, second, re.M), second[-3000:]
+        assert re.search(r"^%s\s+ready\s+unchanged\s+ready\s+unchanged since " % node, second, re.M), second[-3000:]
         recap = re.search(r'^%s\s+: ok=(\d+)\s+changed=0\s+unreachable=0\s+failed=0\s+skipped=(\d+)\s' % node, second, re.M)
         assert recap, second[-3000:]
         # the no-change path is one module run per host (the deployment check) and 7 tasks in all, skipped ones

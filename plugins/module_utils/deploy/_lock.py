@@ -160,8 +160,16 @@ class Outcome:
 
 
 def apply(path, request, check_mode=False, clock=time.time, boot_id=None):
-    """Read the lock at ``path``, decide, and (unless ``check_mode``) write or remove it, all under the guard flock."""
+    """Read the lock at ``path``, decide, and (unless ``check_mode``) write or remove it, all under the guard flock.
+
+    Check mode reads and decides only: it creates neither the directory nor the guard file (a dry run writes nothing
+    anywhere on the host); without the guard's flock its read may race a real run's write, which it only reports.
+    """
     boot_id = _procfs.boot_id() if boot_id is None else boot_id
+    if check_mode:
+        record, damage = read_record(path)
+        now = clock()
+        return _act(path, request, record, decide(record, request, now, boot_id), now, boot_id, True, damage)
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, mode=0o755, exist_ok=True)
     guard = os.open(path + '.guard', os.O_RDWR | os.O_CREAT, 0o600)

@@ -79,9 +79,18 @@ def test_acquire_wait_renew_release_on_real_files(tmp_path):
 
 
 def test_check_mode_writes_nothing(tmp_path):
-    path = tmp_path / 'sglang.lock'
+    """Not the lock, not its directory, not the guard file: a dry run writes nothing anywhere on the host (it created
+    /run/lock/llmops-sglang/ and the .guard file before it looked at check mode)."""
+    path = tmp_path / 'llmops-sglang' / 'sglang.lock'
     out = hl.apply(str(path), want(), check_mode=True, clock=lambda: 1000.0, boot_id=BOOT)
-    assert (out.acquired, out.changed, path.exists()) == (True, True, False)
+    assert (out.acquired, out.changed) == (True, True)
+    assert not (tmp_path / 'llmops-sglang').exists()
+    # a lock held by a real run is reported, still without a write
+    path.parent.mkdir()
+    held = hl.apply(str(path), want(holder=ALICE), clock=lambda: 1000.0, boot_id=BOOT)
+    seen = hl.apply(str(path), want(holder=BOB), check_mode=True, clock=lambda: 1001.0, boot_id=BOOT)
+    assert (held.acquired, seen.acquired, seen.decision.action) == (True, False, 'wait')
+    assert sorted(os.listdir(path.parent)) == ['sglang.lock', 'sglang.lock.guard']
 
 
 def _race(path, name, queue):

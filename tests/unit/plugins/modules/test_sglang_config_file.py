@@ -45,6 +45,15 @@ def test_check_mode_and_diff_write_nothing_then_the_run_writes_once(tmp_path, ca
     assert stat.S_IMODE(dest.stat().st_mode) == 0o644
 
 
+def test_created_says_whether_the_file_was_new(tmp_path, capsys):
+    """The role's rollback removes the files a failed deploy created: ``created`` names them, in check mode too."""
+    dest = tmp_path / 'sglang.secret.env'
+    args = dict(dest=str(dest), content='A="1"\n')
+    assert run_module(capsys, args, check_mode=True)['created'] is True and not dest.exists()
+    assert run_module(capsys, args)['created'] is True
+    assert run_module(capsys, dict(args, content='A="2"\n'))['created'] is False
+
+
 def test_bad_mode_and_unknown_owner_fail_naming_the_file(tmp_path, capsys):
     dest = str(tmp_path / 'sglang.env')
     bad = run_module(capsys, dict(dest=dest, content='', mode='rw-r--r--'))

@@ -15,7 +15,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import (
     columns_for,
     render,
 )
-from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import DEPLOY_PARTS, build_row, build_rows, fill_changed
+from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import DEPLOY_PARTS, build_row, build_rows
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import Facts, Server, service_result
 
 CRASH = {'status': 'crashed', 'ready': False, 'elapsed': 5.3, 'stage': 'cuda_graph', 'signature': 'cuda_oom',
          'error_line': '[2025-11-02 10:01:58 TP0] Scheduler hit an exception: Traceback (most recent call last):',
@@ -27,19 +28,29 @@ READY = {'status': 'ready', 'ready': True, 'elapsed': 12.4, 'stage': 'ready', 's
          'msg': 'SGLang on node2 is ready after 12.4s; serving glm-5'}
 UNCHANGED = {'current': True, 'reasons': [], 'health': True, 'recorded_at': '2026-12-01T13:02:11Z', 'sglang_version': '0.5.9'}
 STALE = {'current': False, 'reasons': ['input sglang_service_args changed'], 'health': True}
-# the registered result of the role's restart decision on a host it restarted (a skipped result where it did not)
-RESTARTED = {'changed': True, 'msg': 'node1: restarting sglang.service: unit file'}
+# the registered result of llmops.sglang.sglang_restart on a host whose server was running before
+RESTARTED = {'changed': True, 'invocation': 'b2', 'previous_invocation': 'a1', 'log_size': 10}
 TIMEOUT = {'status': 'timeout', 'ready': False, 'elapsed': 180.0, 'stage': 'load_weights', 'signature': None,
            'msg': 'SGLang on node4 did not become ready within 180s: last stage load_weights'}
 
 
+def _result(check_mode=False, **facts):
+    """sglang_service_result as the role publishes it, from what its steps observed."""
+    return service_result(Facts(**facts), Server('sglang', 'http://127.0.0.1:30000'), check_mode).to_json()
+
+
+def _deployed(wait):
+    return _result(stamp=STALE, deploy_reasons=STALE['reasons'], restart_reasons=['unit file'], restart=RESTARTED,
+                   wait=wait, changed=True)
+
+
 def _rows():
     facts = {
-        'node1': {'sglang_service_deployment': STALE, '__sglang_service_restart_decision': RESTARTED, 'sglang_service_wait_result': CRASH,
+        'node1': {'sglang_service_result': _deployed(CRASH),
                   'sglang_run_failure': {'task': 'Stop when SGLang did not become ready', 'msg': 'crashed ...'}},
-        'node2': {'sglang_service_deployment': STALE, '__sglang_service_restart_decision': RESTARTED, 'sglang_service_wait_result': READY},
-        'node3': {'sglang_service_deployment': UNCHANGED},
-        'node4': {'sglang_service_deployment': STALE, '__sglang_service_restart_decision': RESTARTED, 'sglang_service_wait_result': TIMEOUT},
+        'node2': {'sglang_service_result': _deployed(READY)},
+        'node3': {'sglang_service_result': _result(stamp=UNCHANGED, unchanged=True)},
+        'node4': {'sglang_service_result': _deployed(TIMEOUT)},
         'node5': {'sglang_run_failure': {'task': 'Install SGLang into the venv at /opt/sglang/venv',
                                          'msg': 'sglang==0.5.99 is not in the wheelhouse. Set it to 0.5.9\nsecond line'}},
     }
@@ -50,10 +61,11 @@ def _rows():
 def test_rows_from_what_the_deploy_registered():
     rows = {r.host: r.to_json() for r in _rows()}
     assert rows['node1'] == {'host': 'node1', 'status': 'crashed', 'ok': False, 'stage': 'cuda_graph', 'seconds': 5.3,
-                             'signature': 'cuda_oom', 'changed': True,
+                             'signature': 'cuda_oom', 'changed': True, 'kind': 'restarted',
                              'reason': 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.'}
     assert (rows['node2']['status'], rows['node2']['changed'], rows['node2']['reason']) == ('ready', True, 'serving glm-5')
     assert (rows['node3']['status'], rows['node3']['changed'], rows['node3']['seconds']) == ('ready', False, None)
+    assert [rows[h].get('kind') for h in sorted(rows)] == ['restarted', 'restarted', 'unchanged', 'restarted', None, None]
     assert rows['node3']['reason'] == 'unchanged since 2026-12-01T13:02:11Z (SGLang 0.5.9, GET /health 200)'
     assert (rows['node4']['status'], rows['node4']['stage']) == ('timeout', 'load_weights')
     assert rows['node4']['reason'] == 'did not become ready within 180s: last stage load_weights'
@@ -67,17 +79,17 @@ def test_rows_from_what_the_deploy_registered():
     assert HostRow.from_json(rows['node5']).to_json() == rows['node5']
 
 
-def test_table_is_one_line_per_host_with_signature_or_unchanged():
+def test_table_is_one_line_per_host_with_what_the_run_did():
     lines = render(_rows(), columns_for(DEPLOY_PARTS))
     assert len(lines) == 7
-    assert lines[0].split() == ['HOST', 'STATUS', 'STAGE', 'TIME', 'SIGNATURE', 'TTFT', 'STARTUP', 'REASON']
+    assert lines[0].split() == ['HOST', 'STATUS', 'RUN', 'STAGE', 'TIME', 'SIGNATURE', 'TTFT', 'STARTUP', 'REASON']
     cells = {line.split()[0]: line.split() for line in lines[1:]}
-    assert cells['node1'][1:5] == ['crashed', 'cuda_graph', '5.3s', 'cuda_oom']
-    assert cells['node2'][1:5] == ['ready', 'ready', '12.4s', '-']
-    assert cells['node3'][1:4] == ['ready', 'ready', 'unchanged']
-    # columns line up: every SIGNATURE cell starts where its header does
-    at = lines[0].index('SIGNATURE')
-    assert [line[at:].split()[0] for line in lines[1:4]] == ['cuda_oom', '-', 'unchanged']
+    assert cells['node1'][1:6] == ['crashed', 'restarted', 'cuda_graph', '5.3s', 'cuda_oom']
+    assert cells['node2'][1:6] == ['ready', 'restarted', 'ready', '12.4s', 'serving']
+    assert cells['node3'][1:5] == ['ready', 'unchanged', 'ready', 'unchanged']
+    # columns line up: every RUN cell starts where its header does
+    at = lines[0].index('RUN')
+    assert [line[at:].split()[0] for line in lines[1:4]] == ['restarted', 'restarted', 'unchanged']
 
 
 def test_a_part_adds_a_column_before_reason():
@@ -85,7 +97,7 @@ def test_a_part_adds_a_column_before_reason():
         row.extra['ttft_ms'] = smoke['ttft_ms']
     base = tuple(p for p in DEPLOY_PARTS if not p.columns)
     parts = base + (Part('smoke', fill_ttft, (Column('ttft_ms', 'TTFT', lambda v: '' if v is None else '%d ms' % v, True),)),)
-    row = build_row('node2', {'sglang_service_wait_result': READY, 'smoke': {'ttft_ms': 41}}, parts, reached=True)
+    row = build_row('node2', {'smoke': {'ttft_ms': 41}}, parts, reached=True)
     lines = render([row], columns_for(parts))
     assert lines[0].split() == ['HOST', 'STATUS', 'STAGE', 'TIME', 'SIGNATURE', 'TTFT', 'REASON']
     assert '41 ms' in lines[1] and row.to_json()['ttft_ms'] == 41
@@ -123,12 +135,12 @@ def test_command_line_examples_survive_key_value_parsing():
         select(rows, query)
 
 
-def test_changed_is_the_restart_decision_of_this_run():
-    """A host counts as changed only when the role's restart decision restarted its server (newcomer review: a fresh
-    deploy's table said 'unchanged' for hosts it had just restarted, from a variable the role no longer sets)."""
-    restarted, skipped = HostRow('a'), HostRow('b')
-    fill_changed(restarted, RESTARTED)
-    fill_changed(skipped, {'changed': False, 'skipped': True, 'skip_reason': 'Conditional result was False'})
-    missing = HostRow('c')
-    fill_changed(missing, None)
-    assert (restarted.changed, skipped.changed, missing.changed) == (True, False, False)
+def test_changed_is_what_the_role_says_this_run_changed():
+    """A host counts as changed exactly when the role's result says so (newcomer review: a fresh deploy's table said
+    'unchanged' for hosts it had just restarted, from a variable the role no longer set)."""
+    rows = {r.host: r for r in _rows()}
+    assert [rows[h].changed for h in ('node1', 'node2', 'node3')] == [True, True, False]
+    dry = build_row('n', {'sglang_service_result': _result(check_mode=True, stamp=STALE, deploy_reasons=['no deployment record yet'],
+                                                           changed=True, startable=False)}, DEPLOY_PARTS, True)
+    assert (dry.status, dry.kind, dry.changed, dry.ok) == ('dry run', 'would deploy', True, True)
+    assert dry.reason == 'would deploy: no deployment record yet'

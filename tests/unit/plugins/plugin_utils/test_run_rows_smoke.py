@@ -7,35 +7,39 @@ from __future__ import annotations
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import columns_for, render
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import CHECK_PARTS, DEPLOY_PARTS, build_row
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import Facts, Server, service_result
 
 READY = {'status': 'ready', 'stage': 'ready', 'elapsed': 12.4, 'signature': None, 'models': ['glm-5']}
 SMOKE = {'ok': True, 'ttft': 0.1039, 'total': 0.82, 'tokens': 8, 'model': 'glm-5', 'error': None}
 HUNG = {'ok': False, 'ttft': None, 'status': None, 'error': 'no complete answer within 10s, not even the HTTP status line: '
         'the request hung (a server that is ready but cannot generate, for example a dead scheduler)'}
 STARTED = {'record': {'total': 369.0}, 'comparison': {'short': '14.2x slower than the previous start: load_weights, kv_cache'}}
+RESTART = {'invocation': 'b2', 'previous_invocation': ''}
+
+
+def _deployed(**facts):
+    """The role's result after a start (sglang_service_result), from what its steps observed."""
+    return {'sglang_service_result': service_result(Facts(restart=RESTART, changed=True, **facts), Server(), False).to_json()}
 
 
 def test_deploy_row_and_table_carry_ttft_and_the_startup_comparison():
-    row = build_row('smoke1', {'sglang_service_wait_result': READY, 'sglang_service_smoke_result': SMOKE,
-                               'sglang_service_start_record': STARTED}, DEPLOY_PARTS, reached=True)
+    row = build_row('smoke1', _deployed(wait=READY, smoke=SMOKE, history=STARTED), DEPLOY_PARTS, reached=True)
     data = row.to_json()
-    assert (data['status'], data['ttft'], data['startup']) == ('ready', 0.1039, STARTED['comparison']['short'])
+    assert (data['status'], data['kind'], data['ttft'], data['startup']) == ('ready', 'started', 0.1039, STARTED['comparison']['short'])
     lines = render([row], columns_for(DEPLOY_PARTS))
-    assert lines[0].split()[5:8] == ['TTFT', 'STARTUP', 'REASON']
+    assert lines[0].split()[6:9] == ['TTFT', 'STARTUP', 'REASON']
     assert '0.104s  14.2x slower than the previous start: load_weights, kv_cache  serving glm-5' in lines[1]
 
 
 def test_a_hung_smoke_request_fails_a_ready_row():
-    row = build_row('smoke2', {'sglang_service_wait_result': READY, 'sglang_service_smoke_result': HUNG},
-                    DEPLOY_PARTS, reached=True).to_json()
+    row = build_row('smoke2', _deployed(wait=READY, smoke=HUNG), DEPLOY_PARTS, reached=True).to_json()
     assert (row['status'], row['ttft']) == ('failed', None)
     assert row['reason'].startswith('smoke request: no complete answer within 10s, not even the HTTP status line')
     assert 'startup' not in row  # no start recorded: a zombie is not a proven start
 
 
 def test_skipped_or_reset_results_leave_the_cells_empty():
-    row = build_row('rank1', {'sglang_service_wait_result': READY, 'sglang_service_smoke_result': {'skipped': True},
-                              'sglang_service_start_record': {}}, DEPLOY_PARTS, reached=True).to_json()
+    row = build_row('rank1', _deployed(wait=READY, smoke={'skipped': True}, history={}), DEPLOY_PARTS, reached=True).to_json()
     assert row['status'] == 'ready'
     assert 'ttft' not in row and 'startup' not in row
 

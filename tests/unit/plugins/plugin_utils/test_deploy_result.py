@@ -1,0 +1,93 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""sglang_service_result, the role's one public result: every outcome (the run report's RUN column) and status from what
+the role's steps observed (plugins/plugin_utils/_deploy_result.py), and the row each one gives in the deploy table."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import (
+    OUTCOMES, Facts, Server, ServiceResult, service_result)
+from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import DEPLOY_PARTS, build_row
+
+SERVER = Server('sglang', 'http://127.0.0.1:30000', 0, None)
+CURRENT = {'current': True, 'reasons': [], 'health': {'status': 200}, 'recorded_at': '2026-12-01T13:02:11Z',
+           'sglang_version': '0.5.9', 'unit_changed': False, 'stale_process': False}
+STALE = {'current': False, 'reasons': ['inputs changed: sglang_service_args'], 'health': None, 'recorded_at': '2026-12-01T13:02:11Z',
+         'sglang_version': '0.5.9', 'unit_changed': False, 'stale_process': False}
+READY = {'status': 'ready', 'ready': True, 'stage': 'ready', 'elapsed': 4.1, 'signature': None, 'models': ['glm-5']}
+CRASH = {'status': 'crashed', 'ready': False, 'stage': 'cuda_graph', 'elapsed': 3.0, 'signature': 'cuda_oom',
+         'msg': 'SGLang on n crashed after 3.0s at stage cuda_graph: cuda_oom'}
+RESTART = {'invocation': 'b2', 'previous_invocation': 'a1', 'log_size': 100}
+FIRST_START = {'invocation': 'b2', 'previous_invocation': '', 'log_size': 0}
+DEPLOY = dict(stamp=STALE, deploy_reasons=STALE['reasons'], restart_reasons=['unit file'], changed=True)
+
+# (facts, check mode) -> (outcome, status, ok, restarted): one case per outcome, and the statuses that go with them
+CASES = [
+    (dict(stamp=CURRENT, unchanged=True), False, ('unchanged', 'ready', True, False)),
+    (dict(DEPLOY, restart=FIRST_START, wait=READY), False, ('started', 'ready', True, True)),
+    (dict(DEPLOY, restart=RESTART, wait=READY), False, ('restarted', 'ready', True, True)),
+    (dict(DEPLOY, restart=RESTART, wait=CRASH), False, ('restarted', 'crashed', False, True)),
+    (dict(DEPLOY, restart=RESTART, wait=READY, rollback={'msg': 'new configuration: crashed (cuda_oom), rolled back',
+                                                         'status': 'crashed'}), False, ('rolled back', 'crashed', False, True)),
+    (dict(DEPLOY, restart=RESTART, wait=READY, rollback={'msg': 'fusion: 236 tok/s against 1867, rolled back',
+                                                         'status': 'regressed'}), False, ('rolled back', 'regressed', False, True)),
+    (dict(DEPLOY, startable=False), True, ('would deploy', 'dry run', True, False)),
+    (dict(DEPLOY, startable=True), True, ('would restart', 'dry run', True, False)),
+    (dict(stamp=CURRENT, unchanged=True), True, ('unchanged', 'ready', True, False)),
+    (dict(DEPLOY, failure={'step': 'configure', 'msg': 'pre-flight failed: GPU 0 is held by pid 4242. sglang.service was not touched'}),
+     False, ('not started', 'failed', False, False)),
+    (dict(DEPLOY, restart=FIRST_START), False, ('started', 'not run', False, True)),
+    (dict(DEPLOY, restart=RESTART, wait=READY, smoke={'ok': False, 'error': 'no complete answer within 10s'}), False,
+     ('restarted', 'failed', False, True)),
+    (dict(DEPLOY, restart=RESTART, wait=READY, gate={'status': 'regressed', 'failed': True, 'change': 'fusion',
+                                                     'headline': '236 tok/s against 1867 (-87 %)'}), False,
+     ('restarted', 'regressed', False, True)),
+]
+
+
+@pytest.mark.parametrize('facts, check_mode, expected', CASES)
+def test_outcome_and_status(facts, check_mode, expected):
+    result = service_result(Facts(**facts), SERVER, check_mode)
+    assert (result.outcome, result.status, result.ok, result.restarted) == expected
+    assert result.outcome in OUTCOMES
+
+
+def test_every_outcome_has_a_case():
+    outcomes = set(service_result(Facts(**f), SERVER, c).outcome for f, c, _e in CASES)
+    assert outcomes == set(OUTCOMES)
+
+
+@pytest.mark.parametrize('facts, check_mode, expected', CASES)
+def test_each_outcome_is_the_row_kind_in_the_deploy_table(facts, check_mode, expected):
+    """The run report's row reads the role's result only: its kind, status and changed are the result's."""
+    result = service_result(Facts(**facts), SERVER, check_mode)
+    row = build_row('n1', {'sglang_service_result': result.to_json()}, DEPLOY_PARTS, reached=True)
+    assert (row.kind, row.status, row.ok, row.changed) == (result.outcome, result.status, result.ok, result.changed)
+
+
+def test_messages_say_what_happened_in_one_line():
+    def msg(check_mode=False, **facts):
+        return service_result(Facts(**facts), SERVER, check_mode).msg
+    assert msg(stamp=CURRENT, unchanged=True) == 'unchanged since 2026-12-01T13:02:11Z (SGLang 0.5.9, GET /health 200)'
+    assert msg(True, **dict(DEPLOY, startable=False)) == 'would deploy: inputs changed: sglang_service_args'
+    assert msg(True, **dict(DEPLOY, startable=True)) == 'would restart sglang.service: unit file'
+    assert msg(**dict(DEPLOY, restart=RESTART, wait=READY)) == 'serving glm-5'
+    assert msg(**dict(DEPLOY, failure={'step': 'configure', 'msg': 'refused\nsecond line'})) == 'refused'
+
+
+def test_the_result_is_plain_data_with_stable_fields():
+    """Fields callers read (the roll playbook, the tune playbook, users): renaming one is a breaking change."""
+    data = service_result(Facts(**dict(DEPLOY, restart=RESTART, wait=READY)), SERVER, False).to_json()
+    assert set(data) >= {'server', 'outcome', 'status', 'changed', 'restarted', 'check_mode', 'msg', 'reasons',
+                         'restart_reasons', 'stage', 'signature', 'elapsed', 'url', 'node_rank', 'deployment', 'smoke',
+                         'startup', 'gate', 'benchmark', 'wait', 'rollback', 'failure'}
+    assert (data['url'], data['stage'], data['elapsed']) == ('http://127.0.0.1:30000', 'ready', 4.1)
+    assert ServiceResult(**data).to_json() == data
+
+
+def test_facts_round_trip_and_ignore_unknown_keys():
+    facts = Facts(**dict(DEPLOY, restart=RESTART))
+    assert Facts.from_json(dict(facts.to_json(), something_new=1)) == facts
