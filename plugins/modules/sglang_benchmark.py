@@ -169,6 +169,14 @@ baseline:
   returned: always
   type: dict
   sample: null
+damaged:
+  description:
+    - The file at O(baseline_path) when it was not a store of accepted results (not JSON, another format, a field of the
+      wrong type), else V(null). It is renamed to C(<path>.damaged-<UTC time>) (not in check mode), this run has no
+      baseline, and the next accepted result starts the store anew; a warning says so.
+  returned: always
+  type: dict
+  sample: null
 verdict:
   description:
     - The comparison; V(null) without O(baseline_path) or in check mode. C(status) is V(first) (no baseline for this
@@ -328,10 +336,12 @@ def main():
     try:
         load.check()
         model = _model(module)
-        store = bm.read_store(p['baseline_path']) if p['baseline_path'] else {}
+        store, damage = bm.read_store(p['baseline_path'], module.check_mode) if p['baseline_path'] else ({}, None)
+        if damage:
+            module.warn(damage.message('benchmark store'))
         baseline = store.get(load_key(model, load.key_fields()))
         empty = dict(changed=False, result=None, verdict=None, client=None, gpu=None, baseline_updated=False,
-                     baseline=baseline.to_json() if baseline else None)
+                     baseline=baseline.to_json() if baseline else None, damaged=damage.to_json() if damage else None)
         if module.check_mode:
             module.exit_json(summary='check mode: no load sent', headline='', **empty)
         name, reason = _choose_client(module)

@@ -264,7 +264,11 @@ def main():
     )
     p = module.params
     try:
-        record = ds.read(p['path'])
+        record = ds.read(p['path'], check_mode=module.check_mode)
+        if record and record.get('damaged'):
+            module.warn('The deployment record %s was damaged (%s); %s.' % (
+                p['path'], record['damaged']['why'], 'it was kept as %s' % record['damaged']['kept_as']
+                if record['damaged']['kept_as'] else 'check mode left it in place'))
         sglang = _sglang_now(module)
         unit_state = _unit_now(module)
         invocation = (unit_state or {}).get('InvocationID') or None

@@ -90,6 +90,14 @@ recorded:
   returned: always
   type: bool
   sample: true
+damaged:
+  description:
+    - The run record when it was not one (not JSON, a field missing or of the wrong type), else V(null). It is renamed
+      to C(<path>.damaged-<UTC time>) (not in check mode) and the offset is measured anew; a warning says so.
+  returned: always
+  type: dict
+  sample: {"path": "/var/lib/sglang/sglang.run.json", "why": "run record.offset is a string, not an integer",
+           "kept_as": "/var/lib/sglang/sglang.run.json.damaged-20261202T101500Z"}
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -97,6 +105,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _run_offset as ro
 from ansible_collections.llmops.sglang.plugins.module_utils.host import _systemd as systemd
 from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file import StateReadError
 
 
 def main():
@@ -115,9 +124,11 @@ def main():
         module.fail_json(msg=err.msg, rc=err.rc)
     invocation = props.get('InvocationID', '')
     try:
-        recorded = ro.read(p['path'])
-    except OSError as err:
-        module.fail_json(msg='Cannot read the run record %s: %s. Run the task as root (become: true).' % (p['path'], err))
+        recorded, damage = ro.read(p['path'], check_mode=module.check_mode)
+    except StateReadError as err:
+        module.fail_json(msg=err.msg)
+    if damage:
+        module.warn(damage.message('run record'))
     current = ro.decide(recorded, invocation, p['log_size'])
     changed = current != recorded
     if changed and not module.check_mode:
@@ -125,7 +136,8 @@ def main():
             ro.write(p['path'], current)
         except OSError as err:
             module.fail_json(msg='Cannot write the run record %s: %s. Create its directory first.' % (p['path'], err))
-    module.exit_json(changed=changed, offset=current.offset, invocation_id=invocation, recorded=current is recorded)
+    module.exit_json(changed=changed, offset=current.offset, invocation_id=invocation, recorded=current is recorded,
+                     damaged=damage.to_json() if damage else None)
 
 
 if __name__ == '__main__':

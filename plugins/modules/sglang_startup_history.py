@@ -185,10 +185,14 @@ count:
   type: int
   sample: 12
 damaged:
-  description: Whether the history file was not one this collection wrote (it is then started anew by O(state=present)).
+  description:
+    - The history file when it was not one this collection wrote (not JSON, another format, a field of the wrong type,
+      larger than 4 MiB), else V(null). It is renamed to C(<path>.damaged-<UTC time>) (the newest three are kept; not in
+      check mode and not with O(state=query)) and the history starts anew; a warning says so.
   returned: always
-  type: bool
-  sample: false
+  type: dict
+  sample: {"path": "/var/lib/sglang/sglang.starts.json", "why": "records[0].total is a string, not a number",
+           "kept_as": "/var/lib/sglang/sglang.starts.json.damaged-20261202T101500Z"}
 metrics:
   description: The metrics text written to O(metrics_path); V(null) without it.
   returned: always
@@ -283,10 +287,14 @@ def main():
         module.fail_json(msg='metrics_path %s must end in .prom: node_exporter\'s textfile collector reads only *.prom files'
                          % p['metrics_path'])
     try:
-        history = sh.read(p['path'])
+        # a query writes nothing: a damaged file is reported and left where it is
+        history, damage = sh.read(p['path'], check_mode=module.check_mode or p['state'] == 'query')
+        if damage:
+            module.warn(damage.message('startup history'))
+        damaged = damage.to_json() if damage else None
         if p['state'] == 'query':
-            module.exit_json(**query_result(history, p['show']))
-        module.exit_json(**present(module, history))
+            module.exit_json(damaged=damaged, **query_result(history, p['show']))
+        module.exit_json(damaged=damaged, **present(module, history))
     except sh.HistoryError as err:
         module.fail_json(msg=err.msg, path=p['path'])
 
@@ -296,7 +304,7 @@ def query_result(history, show):
     comparison = sh.compare(newest, history.same_config(newest)) if newest else sh.Comparison(summary='no start recorded yet')
     return dict(changed=False, record=newest.to_json() if newest else None, comparison=comparison.to_json(),
                 records=[r.to_json() for r in reversed(history.records[-show:])] if show else [],
-                count=len(history.records), damaged=history.damaged, metrics=None, lines=history.lines(show),
+                count=len(history.records), metrics=None, lines=history.lines(show),
                 msg=(record_message(newest, comparison, len(history.records), False) if newest else 'no start recorded yet'))
 
 
@@ -321,7 +329,7 @@ def present(module, history):
             sh.write_text(p['metrics_path'], metrics)
     result = dict(changed=changed, record=record.to_json(), comparison=comparison.to_json(),
                   records=[r.to_json() for r in reversed(updated.records[-p['show']:])] if p['show'] else [],
-                  count=len(updated.records), damaged=history.damaged, metrics=metrics, lines=updated.lines(p['show']),
+                  count=len(updated.records), metrics=metrics, lines=updated.lines(p['show']),
                   msg=record_message(record, comparison, len(updated.records), recorded))
     if module._diff:
         result['diff'] = dict(before='', after=json.dumps(record.to_json(), indent=1, sort_keys=True) + '\n' if recorded else '',

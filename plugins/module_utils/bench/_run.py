@@ -17,6 +17,7 @@ import json
 import os
 
 from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file import StateFormatError, StateReadError, read_state
 from ansible_collections.llmops.sglang.plugins.module_utils.bench._stats import (
     BenchmarkResult,
     LevelResult,
@@ -95,20 +96,23 @@ def measure(load, model, client_name, run_level, sampler_factory=None):
                            levels=levels, measured_at=_now())
 
 
-def read_store(path):
-    """``{key: BenchmarkResult}`` of the accepted results in ``path``; empty when the file does not exist."""
-    try:
-        with open(path, 'r', encoding='utf-8') as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as err:
-        raise BenchmarkError('Cannot read the accepted benchmark results in %s: %s. Remove the file to start again from '
-                             'the next accepted result.' % (path, err))
+def _store_from_json(data):
     if not isinstance(data, dict) or data.get('format') != STORE_FORMAT:
-        raise BenchmarkError('%s is not a benchmark store of format %d. Remove it to start again from the next accepted '
-                             'result.' % (path, STORE_FORMAT))
-    return {key: BenchmarkResult.from_json(value) for key, value in (data.get('results') or {}).items()}
+        raise StateFormatError('not a benchmark store of format %d' % STORE_FORMAT)
+    results = data.get('results') or {}
+    if not isinstance(results, dict):
+        raise StateFormatError('results is not a mapping')
+    return {key: BenchmarkResult.from_json(value, 'results[%r]' % key) for key, value in results.items()}
+
+
+def read_store(path, check_mode=False):
+    """``({key: BenchmarkResult}, damage)``: the accepted results in ``path``, empty when the file does not exist. A
+    damaged store is set aside and named (host/_state_file): the next accepted result starts it anew."""
+    try:
+        store, damage = read_state(path, _store_from_json, check_mode=check_mode)
+    except StateReadError as err:
+        raise BenchmarkError(err.msg)
+    return store or {}, damage
 
 
 def write_store(path, results):

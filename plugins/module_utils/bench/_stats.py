@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import List, Optional
+
+from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file import typed
 
 FORMAT = 1
 
@@ -53,24 +56,23 @@ class RunResult:
     completed: int = 0
     failed: int = 0
     duration_s: float = 0.0
-    output_tps: float = None
-    total_tps: float = None
-    ttft_p50_ms: float = None
-    ttft_p99_ms: float = None
-    itl_p50_ms: float = None
-    itl_p99_ms: float = None
-    power_w: float = None
-    power_limit_w: float = None
-    gpu_util_pct: float = None
-    errors: list = dataclasses.field(default_factory=list)
+    output_tps: Optional[float] = None
+    total_tps: Optional[float] = None
+    ttft_p50_ms: Optional[float] = None
+    ttft_p99_ms: Optional[float] = None
+    itl_p50_ms: Optional[float] = None
+    itl_p99_ms: Optional[float] = None
+    power_w: Optional[float] = None
+    power_limit_w: Optional[float] = None
+    gpu_util_pct: Optional[float] = None
+    errors: List[str] = dataclasses.field(default_factory=list)
 
     def to_json(self):
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_json(cls, data):
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+    def from_json(cls, data, where='run'):
+        return typed(cls, data, where)
 
 
 @dataclasses.dataclass
@@ -79,7 +81,7 @@ class LevelResult:
     output tokens/s over the runs."""
 
     concurrency: int
-    runs: list = dataclasses.field(default_factory=list)
+    runs: List[RunResult] = dataclasses.field(default_factory=list)
 
     def metric(self, name):
         return median([getattr(run, name) for run in self.runs])
@@ -95,8 +97,9 @@ class LevelResult:
         return data
 
     @classmethod
-    def from_json(cls, data):
-        return cls(concurrency=int(data['concurrency']), runs=[RunResult.from_json(r) for r in data.get('runs', [])])
+    def from_json(cls, data, where='level'):
+        """Every field checked (host/_state_file.typed); the medians are computed again, never read."""
+        return typed(cls, data, where)
 
 
 @dataclasses.dataclass
@@ -107,7 +110,7 @@ class BenchmarkResult:
     model: str
     load: dict
     client: str
-    levels: list = dataclasses.field(default_factory=list)
+    levels: List[LevelResult] = dataclasses.field(default_factory=list)
     measured_at: str = ''
 
     def headline(self):
@@ -119,10 +122,8 @@ class BenchmarkResult:
                 'measured_at': self.measured_at, 'levels': [level.to_json() for level in self.levels]}
 
     @classmethod
-    def from_json(cls, data):
-        return cls(key=data['key'], model=data.get('model') or '', load=dict(data.get('load') or {}),
-                   client=data.get('client') or '', measured_at=data.get('measured_at') or '',
-                   levels=[LevelResult.from_json(level) for level in data.get('levels', [])])
+    def from_json(cls, data, where='result'):
+        return typed(cls, data, where)
 
 
 @dataclasses.dataclass

@@ -25,6 +25,7 @@ import uuid
 
 from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import write_atomic
 from ansible_collections.llmops.sglang.plugins.module_utils.host import _procfs
+from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file import read_state, typed
 
 
 @dataclasses.dataclass
@@ -60,15 +61,8 @@ class LockRecord:
 
     @classmethod
     def from_json(cls, data):
-        """Build a record from parsed JSON; ValueError when it is not a lock record of this shape."""
-        if not isinstance(data, dict) or not isinstance(data.get('holder'), dict):
-            raise ValueError('not a lock record')
-        try:
-            holder = Holder(**data['holder'])
-            return cls(token=str(data['token']), holder=holder, acquired_at=float(data['acquired_at']),
-                       renewed_at=float(data['renewed_at']), lease=float(data['lease']), boot_id=str(data['boot_id']))
-        except (KeyError, TypeError) as exc:
-            raise ValueError('not a lock record: %s' % exc)
+        """Build a record from parsed JSON; StateFormatError names the field that is wrong."""
+        return typed(cls, data, 'lock record')
 
     def expires_at(self):
         return self.renewed_at + self.lease
@@ -125,17 +119,10 @@ def _stamp(epoch):
     return time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(epoch))
 
 
-def read_record(path):
-    """(record or None, damage): a missing file is a free lock; an unreadable one is named in ``damage``."""
-    try:
-        with open(path, 'rb') as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        return None, ''
-    try:
-        return LockRecord.from_json(json.loads(raw.decode('utf-8'))), ''
-    except (ValueError, UnicodeDecodeError) as exc:
-        return None, 'the lock file %s was not a lock record (%s); it was replaced' % (path, exc)
+def read_record(path, check_mode=False):
+    """(record or None, damage): a missing file is a free lock; a damaged one is set aside and named in ``damage``."""
+    record, damage = read_state(path, LockRecord.from_json, check_mode=check_mode, max_bytes=64 * 1024)
+    return record, (damage.message('lock file') if damage else '')
 
 
 @dataclasses.dataclass
@@ -175,7 +162,7 @@ def apply(path, request, check_mode=False, clock=time.time, boot_id=None):
     guard = os.open(path + '.guard', os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(guard, fcntl.LOCK_EX)
-        record, damage = read_record(path)
+        record, damage = read_record(path, check_mode)
         now = clock()
         decision = decide(record, request, now, boot_id)
         return _act(path, request, record, decision, now, boot_id, check_mode, damage)

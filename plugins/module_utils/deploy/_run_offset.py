@@ -19,6 +19,7 @@ import json
 import os
 
 from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file import read_state, typed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,13 +33,9 @@ class RunRecord:
         return json.dumps(dataclasses.asdict(self)) + '\n'
 
     @classmethod
-    def from_json(cls, text):
-        """The record in ``text``; None for anything that is not one (a damaged record only costs its offset)."""
-        try:
-            data = json.loads(text)
-            return cls(invocation=str(data['invocation']), offset=int(data['offset']))
-        except (ValueError, TypeError, KeyError):
-            return None
+    def from_json(cls, data):
+        """The record in parsed JSON; StateFormatError names the field that is wrong."""
+        return typed(cls, data, 'run record')
 
 
 def decide(recorded, invocation, log_size):
@@ -49,13 +46,10 @@ def decide(recorded, invocation, log_size):
     return RunRecord(invocation=invocation, offset=max(0, int(log_size)))
 
 
-def read(path):
-    """The record at ``path``; None when there is none or it is not a record."""
-    try:
-        with open(path, 'rb') as handle:
-            return RunRecord.from_json(handle.read().decode('utf-8', 'replace'))
-    except FileNotFoundError:
-        return None
+def read(path, check_mode=False):
+    """``(record, damage)`` at ``path``: None when there is none; a damaged record only costs its offset (it is set
+    aside and named, host/_state_file). Raises StateReadError for a file that cannot be read."""
+    return read_state(path, RunRecord.from_json, check_mode=check_mode, max_bytes=64 * 1024)
 
 
 def write(path, record):

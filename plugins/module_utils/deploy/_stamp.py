@@ -22,6 +22,7 @@ import json
 import os
 
 from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import NoSpaceError, write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file import StateFormatError, StateReadError, read_state
 
 FORMAT = 2
 
@@ -138,34 +139,36 @@ def _without_time(record):
     return {k: v for k, v in record.items() if k != 'recorded_at'}
 
 
-def read(path):
-    """The record at ``path``; None when there is none. Raises StampError for an unreadable one."""
+def read(path, check_mode=False):
+    """The record at ``path``; None when there is none. Raises StampError for an unreadable one.
+
+    A damaged record (host/_state_file: not JSON, too large, not of the shape build() writes) is set aside (not in
+    check mode) and comes back as ``{'format': None, 'damaged': Damage.to_json()}``: it only costs one full deploy,
+    compare() names it and the deploy writes a new one.
+    """
     try:
-        with open(path, 'rb') as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        raise StampError('Cannot read the deployment record %s: %s. Run the task as root (become: true).' % (path, err))
-    try:
-        record = json.loads(raw.decode('utf-8'))
-    except ValueError:
-        record = None
-    # A damaged record only costs one full deploy: compare() reports it and the deploy rewrites it.
-    return record if _well_formed(record) else {'format': None, 'damaged': True}
+        record, damage = read_state(path, _well_formed, check_mode=check_mode)
+    except StateReadError as err:
+        raise StampError('Cannot read the deployment record %s: %s' % (path, err.msg))
+    return {'format': None, 'damaged': damage.to_json()} if damage else record
 
 
 def _well_formed(record):
-    """Shape of a record written by build() (any format): the types compare() relies on."""
+    """``record`` when it has the shape build() writes (any format): the types compare() relies on."""
     if not isinstance(record, dict):
-        return False
+        raise StateFormatError('not a mapping')
+    if 'format' not in record:
+        raise StateFormatError('no format')
     if record.get('format') != FORMAT:
-        return 'format' in record
+        return record
     files = record.get('files')
-    return (isinstance(record.get('inputs'), dict) and isinstance(files, dict)
-            and all(v is None or (isinstance(v, dict) and set(v) == {'sha256', 'mode', 'uid', 'gid'}) for v in files.values())
-            and (record.get('sglang') is None or isinstance(record.get('sglang'), dict))
-            and (record.get('unit') is None or isinstance(record.get('unit'), dict)))
+    for name, kind in (('inputs', dict), ('files', dict), ('sglang', (dict, type(None))), ('unit', (dict, type(None)))):
+        if not isinstance(record.get(name), kind):
+            raise StateFormatError('%s is not %s' % (name, 'a mapping' if kind is dict else 'a mapping or null'))
+    for path, state in files.items():
+        if state is not None and not (isinstance(state, dict) and set(state) == {'sha256', 'mode', 'uid', 'gid'}):
+            raise StateFormatError('files[%r] is not a file state' % path)
+    return record
 
 
 def write(path, record):
@@ -202,7 +205,9 @@ def compare(record, inputs, files, sglang=None, unit_state=None, health=None):
     if record is None:
         return ['no deployment record yet'], False
     if record.get('damaged'):
-        return ['the deployment record is damaged (not a record this collection wrote)'], False
+        damage = record['damaged']
+        kept = ('kept as %s' % damage['kept_as']) if damage.get('kept_as') else 'left in place in check mode'
+        return ['the deployment record was damaged (%s; %s)' % (damage['why'], kept)], False
     if record.get('format') != FORMAT:
         return ['the deployment record has format %r, this collection writes %d' % (record.get('format'), FORMAT)], False
     reasons = []

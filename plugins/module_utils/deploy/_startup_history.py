@@ -19,9 +19,10 @@ import datetime
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import write_atomic
+from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file import StateFormatError, StateReadError, read_state, typed
 from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import STAGES
 
 FORMAT = 1
@@ -83,7 +84,7 @@ class StartRecord:
     started_at: Optional[str] = None
     sglang_version: Optional[str] = None
     reasons: List[str] = field(default_factory=list)
-    stages: dict = field(default_factory=dict)
+    stages: Dict[str, float] = field(default_factory=dict)
     total: Optional[float] = None
     wait_elapsed: Optional[float] = None
     smoke: Optional[dict] = None
@@ -98,13 +99,9 @@ class StartRecord:
         return sorted(self.stages.items(), key=lambda item: (rank.get(item[0], len(STAGES)), item[0]))
 
     @classmethod
-    def from_json(cls, data):
-        known = dict((k, v) for k, v in data.items() if k in cls.__dataclass_fields__)
-        if not isinstance(known.get('recorded_at'), str) or not isinstance(known.get('config'), str):
-            raise ValueError('a start record needs recorded_at and config')
-        if not isinstance(known.get('stages', {}), dict):
-            raise ValueError('stages must be a mapping')
-        return cls(**known)
+    def from_json(cls, data, where='record'):
+        """The record in parsed JSON, every field checked; StateFormatError names the first field that is wrong."""
+        return typed(cls, data, where)
 
     @property
     def cache_state(self):
@@ -116,19 +113,18 @@ class History:
     """The records of one unit, oldest first."""
 
     records: List[StartRecord] = field(default_factory=list)
-    damaged: bool = False
 
     def to_json(self):
         return {'format': FORMAT, 'records': [r.to_json() for r in self.records]}
 
     @classmethod
     def from_json(cls, data):
-        if not isinstance(data, dict) or data.get('format') != FORMAT or not isinstance(data.get('records'), list):
-            return cls(damaged=True)
-        try:
-            return cls([StartRecord.from_json(r) for r in data['records'] if isinstance(r, dict)])
-        except (TypeError, ValueError):
-            return cls(damaged=True)
+        """The history in parsed JSON; StateFormatError when it is not one this collection wrote."""
+        if not isinstance(data, dict) or data.get('format') != FORMAT:
+            raise StateFormatError('not a startup history of format %d' % FORMAT)
+        if not isinstance(data.get('records'), list):
+            raise StateFormatError('records is not a list')
+        return cls([StartRecord.from_json(r, 'records[%d]' % i) for i, r in enumerate(data['records'])])
 
     def knows(self, record):
         """Whether this start is recorded already (same unit invocation): a second run adds nothing."""
@@ -154,19 +150,14 @@ class History:
                 and not (record.invocation and r.invocation == record.invocation)]
 
 
-def read(path):
-    """The History at ``path``: empty when there is none, ``damaged`` when it is not one this collection wrote."""
+def read(path, check_mode=False):
+    """``(History, damage)`` at ``path``: empty when there is none; a damaged file is set aside (host/_state_file) and
+    the history starts anew, with ``damage`` saying which file, why and where it was kept."""
     try:
-        with open(path, 'rb') as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        return History()
-    except OSError as err:
-        raise HistoryError('Cannot read the startup history %s: %s. Run the task as root (become: true).' % (path, err))
-    try:
-        return History.from_json(json.loads(raw.decode('utf-8')))
-    except ValueError:
-        return History(damaged=True)
+        history, damage = read_state(path, History.from_json, check_mode=check_mode)
+    except StateReadError as err:
+        raise HistoryError(err.msg)
+    return history or History(), damage
 
 
 def write_text(path, text, mode=0o644):

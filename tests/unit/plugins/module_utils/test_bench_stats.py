@@ -107,20 +107,34 @@ def test_summary_line():
 
 def test_store_keeps_one_result_per_key_and_replaces_atomically(tmp_path):
     path = str(tmp_path / 'sglang.benchmark.json')
-    assert bm.read_store(path) == {}
+    assert bm.read_store(path) == ({}, None)
     first, other = result((64, [1867])), result((64, [900]), model='other/model')
     bm.write_store(path, {first.key: first, other.key: other})
-    assert bm.read_store(path) == {first.key: first, other.key: other}
+    assert bm.read_store(path) == ({first.key: first, other.key: other}, None)
     assert oct(os.stat(path).st_mode & 0o777) == '0o600'
     assert sorted(os.listdir(str(tmp_path))) == ['sglang.benchmark.json']
 
 
-def test_a_broken_store_is_named_with_what_to_do(tmp_path):
+@pytest.mark.parametrize('mangle, why', [
+    (lambda data: {'format': 99}, 'not a benchmark store of format 1'),
+    (lambda data: dict(data, results=['x']), 'results is not a mapping'),
+    (lambda data: {'format': 1, 'results': {k: dict(v, levels='x') for k, v in data['results'].items()}},
+     "results['m|x'].levels is a string, not a list"),
+    (lambda data: {'format': 1, 'results': {k: dict(v, levels=[{'concurrency': '64', 'runs': []}]) for k, v in data['results'].items()}},
+     "results['m|x'].levels[0].concurrency is a string, not an integer"),
+    (lambda data: {'format': 1, 'results': {k: dict(v, levels=[{'concurrency': 64, 'runs': [{'concurrency': 64, 'output_tps': 'fast'}]}])
+                                            for k, v in data['results'].items()}},
+     "results['m|x'].levels[0].runs[0].output_tps is a string, not a number"),
+])
+def test_a_damaged_store_is_set_aside_named_and_started_anew(tmp_path, mangle, why):
     path = tmp_path / 'sglang.benchmark.json'
-    path.write_text('{"format": 99}')
-    with pytest.raises(bm.BenchmarkError) as err:
-        bm.read_store(str(path))
-    assert err.value.msg == ('%s is not a benchmark store of format 1. Remove it to start again from the next accepted result.' % path)
+    good = result((64, [1867]), model='m')
+    good.key = 'm|x'
+    bm.write_store(str(path), {good.key: good})
+    path.write_text(json.dumps(mangle(json.loads(path.read_text()))))
+    store, damage = bm.read_store(str(path))
+    assert (store, damage.why) == ({}, why)
+    assert damage.kept_as.startswith(str(path) + '.damaged-') and not path.exists()
 
 
 def test_measure_repeats_every_level_and_stops_sampling_without_figures():

@@ -9,6 +9,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 
 import pytest
 
@@ -136,20 +137,40 @@ def test_no_damaged_or_foreign_record(tmp_path, files):
     path = str(tmp_path / 'sglang.deployed.json')
     assert ds.read(path) is None
     assert ds.compare(None, INPUTS, files) == (['no deployment record yet'], False)
-    damaged = ['the deployment record is damaged (not a record this collection wrote)']
+
+    def damaged(text):
+        """(why, kept) of compare()'s one reason for a damaged record, the kept file holding ``text``."""
+        reasons, unit_changed = ds.compare(ds.read(path), INPUTS, files)
+        match = re.match(r'the deployment record was damaged \((.*); kept as (\S+)\)$', reasons[0])
+        assert (len(reasons), unit_changed, open(match.group(2)).read()) == (1, False, text)
+        assert match.group(2).startswith(path + '.damaged-') and not os.path.exists(path)
+        return match.group(1)
     with open(path, 'w', encoding='utf-8') as handle:
         handle.write('{"inputs": ')
-    assert ds.compare(ds.read(path), INPUTS, files) == (damaged, False)
+    assert damaged('{"inputs": ') == 'not JSON: Expecting value: line 1 column 12 (char 11)'
     # valid JSON of the wrong shape (a hand edit): damaged, never a Python error
     good = record(files)
-    for key, value in (('sglang', 'garbage'), ('unit', 5), ('files', ['x']), ('inputs', 'x'),
-                       ('files', {files[0]: 'x'})):
+    for key, value, why in (('sglang', 'garbage', 'sglang is not a mapping or null'), ('unit', 5, 'unit is not a mapping or null'),
+                            ('files', ['x'], 'files is not a mapping'), ('inputs', 'x', 'inputs is not a mapping'),
+                            ('files', {files[0]: 'x'}, 'files[%r] is not a file state' % files[0])):
+        text = json.dumps(dict(good, **{key: value}))
         with open(path, 'w', encoding='utf-8') as handle:
-            json.dump(dict(good, **{key: value}), handle)
-        assert ds.compare(ds.read(path), INPUTS, files) == (damaged, False), (key, value)
+            handle.write(text)
+        assert damaged(text) == why, (key, value)
     with open(path, 'w', encoding='utf-8') as handle:
         json.dump({'format': 1, 'fingerprint': 'x'}, handle)
     assert ds.compare(ds.read(path), INPUTS, files) == (['the deployment record has format 1, this collection writes 2'], False)
+    # at most three damaged records are kept
+    assert len([p for p in tmp_path.iterdir() if '.damaged-' in p.name]) == 3
+
+
+def test_a_damaged_record_is_left_in_place_in_check_mode(tmp_path, files):
+    path = tmp_path / 'sglang.deployed.json'
+    path.write_text('{"inputs": ')
+    assert ds.compare(ds.read(str(path), check_mode=True), INPUTS, files) == (
+        ['the deployment record was damaged (not JSON: Expecting value: line 1 column 12 (char 11); left in place in check '
+         'mode)'], False)
+    assert path.read_text() == '{"inputs": ' and [p for p in os.listdir(str(tmp_path)) if '.damaged-' in p] == []
 
 
 def test_write_is_atomic_0600_and_round_trips(tmp_path, files):

@@ -49,12 +49,21 @@ def test_record_round_trips_through_json():
     assert hl.LockRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
 
 
-@pytest.mark.parametrize('text', ['{}', '[]', '{"holder": {}}', 'not json', '{"token": 1, "holder": {"x": 1}}'])
-def test_damaged_file_is_replaced_not_fatal(tmp_path, text):
+@pytest.mark.parametrize('text, why', [
+    ('{}', 'lock record.token is missing'), ('[]', 'lock record is a list, not a mapping'),
+    ('not json', 'not JSON: Expecting value: line 1 column 1 (char 0)'),
+    ('{"token": 1, "holder": {"x": 1}}', 'lock record.token is an integer, not a string'),
+    ('{"token": "t", "holder": {"pid": "12"}, "acquired_at": 1, "renewed_at": 1, "lease": 60, "boot_id": "b"}',
+     'lock record.holder.pid is a string, not an integer'),
+])
+def test_a_damaged_lock_file_is_set_aside_named_and_not_fatal(tmp_path, text, why):
     path = tmp_path / 'sglang.lock'
     path.write_text(text)
     out = hl.apply(str(path), want(), clock=lambda: 1000.0, boot_id=BOOT)
-    assert out.acquired and out.damage.startswith('the lock file %s was not a lock record' % path)
+    kept = [p for p in os.listdir(str(tmp_path)) if '.damaged-' in p]
+    assert out.acquired and out.damage == ('The lock file %s was damaged (%s): it was kept as %s, and this run went on as '
+                                           'if it were absent.' % (path, why, tmp_path / kept[0]))
+    assert (tmp_path / kept[0]).read_text() == text
     assert json.loads(path.read_text())['token'] == out.record.token
 
 

@@ -66,7 +66,7 @@ def test_the_log_is_measured_after_the_old_runs_shutdown_lines_and_before_the_ne
     assert (result.failed_step, result.previous_invocation, result.invocation, result.active_state) == (None, 'a' * 32, 'b' * 32, 'active')
     assert [step.name for step in result.steps] == ['daemon-reload', 'stop', 'release', 'measure', 'start', 'record', 'enable']
     # the new run is recorded by the restart itself: a rerun after a killed controller reads it from its first line
-    assert ro.read(run_file) == ro.RunRecord(invocation='b' * 32, offset=result.log_size)
+    assert ro.read(run_file) == (ro.RunRecord(invocation='b' * 32, offset=result.log_size), None)
     assert rs.Restart.from_json(result.to_json()) == result
 
 

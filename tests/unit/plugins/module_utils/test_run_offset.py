@@ -28,11 +28,19 @@ def test_a_unit_that_is_not_running_never_matches_a_record():
 
 def test_record_round_trip_and_damaged_records(tmp_path):
     path = str(tmp_path / 'sglang.run.json')
-    assert ro.read(path) is None
+    assert ro.read(path) == (None, None)
     ro.write(path, RECORDED)
-    assert ro.read(path) == RECORDED
+    assert ro.read(path) == (RECORDED, None)
     assert oct(os.stat(path).st_mode & 0o777) == '0o644'
     # the format the role's earlier copy task wrote
-    assert ro.RunRecord.from_json('{"invocation": "x", "offset": 12}\n') == ro.RunRecord('x', 12)
-    for text in ('', 'not json', '[]', '{"invocation": "x"}', '{"invocation": "x", "offset": "twelve"}'):
-        assert ro.RunRecord.from_json(text) is None, text
+    with open(path, 'w') as handle:
+        handle.write('{"invocation": "x", "offset": 12}\n')
+    assert ro.read(path) == (ro.RunRecord('x', 12), None)
+    for text, why in (('', 'not JSON: Expecting value: line 1 column 1 (char 0)'), ('[]', 'run record is a list, not a mapping'),
+                      ('{"invocation": "x"}', 'run record.offset is missing'),
+                      ('{"invocation": "x", "offset": "twelve"}', 'run record.offset is a string, not an integer')):
+        with open(path, 'w') as handle:
+            handle.write(text)
+        record, damage = ro.read(path)
+        assert (record, damage.why) == (None, why), text
+        assert open(damage.kept_as).read() == text and not os.path.exists(path)

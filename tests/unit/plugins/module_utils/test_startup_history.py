@@ -98,12 +98,12 @@ def test_only_the_last_five_timed_starts_count():
 
 def test_history_is_bounded_and_records_a_start_once(tmp_path):
     path = str(tmp_path / 'sglang.starts.json')
-    history = sh.read(path)
-    assert (history.records, history.damaged) == ([], False)
+    history, damage = sh.read(path)
+    assert (history.records, damage) == ([], None)
     for n in range(7):
         history = history.appended(rec(40.0 + n, invocation='inv%d' % n), keep=5)
     sh.write(path, history)
-    again = sh.read(path)
+    again, _damage = sh.read(path)
     assert [r.invocation for r in again.records] == ['inv2', 'inv3', 'inv4', 'inv5', 'inv6']
     assert again.records[-1] == history.records[-1]
     assert again.knows(rec(1.0, invocation='inv6'))
@@ -114,15 +114,42 @@ def test_history_is_bounded_and_records_a_start_once(tmp_path):
     assert os.listdir(str(tmp_path)) == ['sglang.starts.json']  # no temporary file left
 
 
-@pytest.mark.parametrize('content', [b'not json', b'{"format": 1, "records": "x"}', b'{"format": 9, "records": []}',
-                                     b'{"format": 1, "records": [{"config": "c"}]}'])
-def test_a_damaged_history_is_reported_and_replaced(tmp_path, content):
+GOOD = {'recorded_at': '2026-12-01T10:00:00Z', 'config': 'c', 'stages': {'load_weights': 6.0}, 'total': 40.0}
+
+
+@pytest.mark.parametrize('content, why', [
+    (b'not json', 'not JSON: Expecting value: line 1 column 1 (char 0)'),
+    (b'\xff\xfe\x00garbage', 'not UTF-8 text'),
+    (b'[1, 2]', 'not a startup history of format 1'),
+    (b'{"format": 1, "records": "x"}', 'records is not a list'),
+    (b'{"format": 9, "records": []}', 'not a startup history of format 1'),
+    (b'{"format": 1, "records": [{"config": "c"}]}', 'records[0].recorded_at is missing'),
+    # the issue's case: valid JSON, wrong types; the module failed with "type str doesn't define __round__ method"
+    (json.dumps({'format': 1, 'records': [dict(GOOD, total='x')]}).encode(), 'records[0].total is a string, not a number'),
+    (json.dumps({'format': 1, 'records': [dict(GOOD, caches='warm')]}).encode(), 'records[0].caches is a string, not a mapping'),
+    (json.dumps({'format': 1, 'records': [dict(GOOD, stages={'start': 'slow'})]}).encode(),
+     "records[0].stages['start'] is a string, not a number"),
+    (json.dumps({'format': 1, 'records': [dict(GOOD, reasons=[1])]}).encode(), 'records[0].reasons[0] is an integer, not a string'),
+    (b'{"format": 1, "records": [' + b' ' * (5 * 1024 * 1024) + b']}', 'larger than 4194304 bytes'),
+])
+def test_a_damaged_history_is_set_aside_named_and_started_anew(tmp_path, content, why):
     path = tmp_path / 'h.json'
     path.write_bytes(content)
-    history = sh.read(str(path))
-    assert history.damaged and history.records == []
+    history, damage = sh.read(str(path))
+    assert history.records == [] and (damage.path, damage.why) == (str(path), why)
+    assert damage.kept_as.startswith(str(path) + '.damaged-') and not path.exists()
+    assert open(damage.kept_as, 'rb').read() == content  # kept, byte for byte
     sh.write(str(path), history.appended(rec(1.0, invocation='i'), keep=3))
     assert json.loads(path.read_text())['records'][0]['invocation'] == 'i'
+    assert sh.read(str(path))[1] is None
+
+
+def test_a_damaged_history_is_left_in_place_in_check_mode(tmp_path):
+    path = tmp_path / 'h.json'
+    path.write_bytes(b'{"format": 1, "records": [{"config": "c"}]}')
+    history, damage = sh.read(str(path), check_mode=True)
+    assert (history.records, damage.kept_as) == ([], None) and path.exists()
+    assert os.listdir(str(tmp_path)) == ['h.json']
 
 
 def test_writing_into_a_missing_directory_says_what_to_do(tmp_path):
@@ -220,7 +247,7 @@ def test_stages_come_back_in_startup_order_whatever_the_json_order(tmp_path):
     path = str(tmp_path / 'h.json')
     first = rec(26.0, invocation='a', start=9.0, kv_cache=4.0, load_weights=6.0)
     sh.write(path, sh.History([first]))  # written with sorted keys: kv_cache before load_weights before start
-    again = sh.read(path).records[0]
+    again = sh.read(path)[0].records[0]
     assert [s for s, _v in again.ordered_stages()] == ['start', 'load_weights', 'kv_cache']
     cmp = sh.compare(rec(369.0, kv_cache=23.0, load_weights=109.0, start=11.0), [again])
     assert [s.stage for s in cmp.slower] == ['load_weights', 'kv_cache', 'total']

@@ -181,7 +181,13 @@ def test_a_record_of_other_collection_code_is_named(capsys, host):
 def test_damaged_record_is_reported_then_rewritten(capsys, host):
     Path(host['path']).write_text('{"format": 2, "inpu')
     args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']}
-    assert run_module(capsys, args)['reasons'] == ['the deployment record is damaged (not a record this collection wrote)']
+    first = run_module(capsys, args)
+    kept = [str(p) for p in Path(host['path']).parent.iterdir() if '.damaged-' in p.name]
+    assert first['reasons'] == ['the deployment record was damaged (not JSON: Unterminated string starting at: line 1 column 15 '
+                                '(char 14); kept as %s)' % kept[0]]
+    warnings = [w['event']['msg'] for w in first['warnings']]
+    assert warnings == ['The deployment record %s was damaged (not JSON: Unterminated string starting at: line 1 column 15 '
+                        '(char 14)); it was kept as %s.' % (host['path'], kept[0])]
     assert run_module(capsys, dict(args, state='present'))['changed'] is True
     assert run_module(capsys, args)['current'] is True
 

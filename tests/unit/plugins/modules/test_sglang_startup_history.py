@@ -91,3 +91,25 @@ def test_bad_input_says_what_to_do(tmp_path, capsys):
     assert result['failed'] and 'does not exist' in result['msg']
     result = run_module(capsys, {'path': str(tmp_path / 'h.json'), 'state': 'present'})
     assert result['failed'] and 'config' in result['msg']
+
+
+def test_a_history_with_fields_of_the_wrong_type_is_set_aside_and_the_start_recorded(tmp_path, capsys):
+    # the issue 25 case: valid JSON, wrong types; the module failed with "type str doesn't define __round__ method"
+    # after the server was restarted, and every rerun failed the same way until the file was removed by hand
+    path = tmp_path / 'sglang.starts.json'
+    bad = json.dumps({'format': 1, 'records': [{'recorded_at': '2026-12-01T10:00:00Z', 'config': 'c', 'total': 'x',
+                                                'caches': 'warm'}]})
+    path.write_text(bad)
+    query = run_module(capsys, {'path': str(path), 'show': 5})
+    assert (query['count'], query['damaged']['why'], query['damaged']['kept_as']) == (
+        0, 'records[0].total is a string, not a number', None)
+    assert path.read_text() == bad  # a query moves nothing
+    result = run_module(capsys, present(tmp_path))
+    assert result['changed'] is True and result['count'] == 1
+    assert result['damaged']['why'] == 'records[0].total is a string, not a number'
+    assert open(result['damaged']['kept_as']).read() == bad
+    assert [w['event']['msg'] for w in result['warnings']][-1:] == [
+        'The startup history %s was damaged (records[0].total is a string, not a number): it was kept as %s, and this run '
+        'went on as if it were absent.' % (path, result['damaged']['kept_as'])]
+    again = run_module(capsys, {'path': str(path), 'show': 5})
+    assert (again['count'], again['damaged']) == (1, None)
