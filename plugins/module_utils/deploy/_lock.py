@@ -154,7 +154,7 @@ def apply(path, request, check_mode=False, clock=time.time, boot_id=None):
     """
     boot_id = _procfs.boot_id() if boot_id is None else boot_id
     if check_mode:
-        record, damage = read_record(path)
+        record, damage = read_record(path, check_mode=True)
         now = clock()
         return _act(path, request, record, decide(record, request, now, boot_id), now, boot_id, True, damage)
     directory = os.path.dirname(os.path.abspath(path))
@@ -162,7 +162,7 @@ def apply(path, request, check_mode=False, clock=time.time, boot_id=None):
     guard = os.open(path + '.guard', os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(guard, fcntl.LOCK_EX)
-        record, damage = read_record(path, check_mode)
+        record, damage = read_record(path)
         now = clock()
         decision = decide(record, request, now, boot_id)
         return _act(path, request, record, decision, now, boot_id, check_mode, damage)

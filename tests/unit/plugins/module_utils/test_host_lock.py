@@ -121,3 +121,12 @@ def test_processes_racing_for_the_lock_get_one_winner(tmp_path):
     winners = [name for name, acquired in results.items() if acquired]
     assert len(winners) == 1
     assert json.loads(open(path).read())['holder']['controller'] == winners[0]
+
+
+def test_check_mode_leaves_a_damaged_lock_file_where_it_is(tmp_path):
+    path = tmp_path / 'sglang.lock'
+    path.write_text('not json')
+    out = hl.apply(str(path), want(), check_mode=True, clock=lambda: 1000.0, boot_id=BOOT)
+    assert out.acquired and out.damage.endswith('it was left in place (check mode or a query), and this run went on as '
+                                                'if it were absent.')
+    assert os.listdir(str(tmp_path)) == ['sglang.lock'] and path.read_text() == 'not json'
