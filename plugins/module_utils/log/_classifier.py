@@ -38,6 +38,7 @@ import time
 from typing import List, Optional
 
 from ansible_collections.llmops.sglang.plugins.module_utils.log._rules import (
+    ARGPARSE_RULE,
     ARGS_MARKERS,
     GENERIC,
     PHRASE_RULES,
@@ -47,6 +48,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.log._rules import (
     STAGE_INDEX,
     STAGES,
     STRUCTURE_GATES,
+    USAGE_GATE,
     PhraseRule,
     better,
     gates_after,
@@ -175,6 +177,7 @@ class ClassifierState:
     exit_pending: Optional[ExitEvidence] = None
     crash_tb: Optional[TracebackReader] = None
     refine_left: int = 0
+    usage_open: bool = False                  # after argparse's "usage:": read every line up to one at column 0
     prefix_learned: Optional[str] = None      # a constant line prefix learned from SGLang's lines (log/_prefix)
     prefix_seen: Optional[str] = None
     leaked: bool = False
@@ -211,6 +214,7 @@ class _LineReader:
     _s = None   # ClassifierState, set by LogClassifier
     _inert = None
     _gates = None
+    _kind = None   # set by _line_body: the traceback role of the line (see _StartupEvidence)
 
     def feed(self, text, now=None):
         """Feed decoded text (may end mid-line; the partial line is kept until completed).
@@ -243,7 +247,7 @@ class _LineReader:
 
     def _reads_every_line(self):
         s = self._s
-        return s.candidate is not None or s.exit_pending is not None or s.refine_left > 0
+        return s.candidate is not None or s.exit_pending is not None or s.refine_left > 0 or s.usage_open
 
     def _block(self, block, events, now):
         """Process complete lines; lines the prefilter rejects are only counted."""
@@ -254,7 +258,7 @@ class _LineReader:
             if s.status != "starting" and s.refine_left <= 0:
                 self._after_verdict(block, pos, events, now)
                 return
-            if not self._reads_every_line():
+            if not self._reads_every_line() and not block.startswith(USAGE_GATE[1:], pos):
                 gate = self._gates.get(s.line_stage)
                 if gate is None:
                     gate = self._gates[s.line_stage] = _gate_re(s.line_stage, tuple(s.crash_patterns))
@@ -335,10 +339,10 @@ class _LineReader:
         key = _DIGIT_RE.sub("0", raw)
         if key in self._inert:
             return
-        before = (s.status, s.line_stage, s.leaked, len(events), s.prefix_learned, s.prefix_seen)
+        before = (s.status, s.line_stage, s.leaked, len(events), s.prefix_learned, s.prefix_seen, s.usage_open)
         self._line_body(raw, s.lineno, events, now)
-        if (s.status, s.line_stage, s.leaked, len(events), s.prefix_learned, s.prefix_seen) == before \
-                and not self._reads_every_line() and structure_alone(last_segment(self._clean(raw))) is None:
+        if (s.status, s.line_stage, s.leaked, len(events), s.prefix_learned, s.prefix_seen, s.usage_open) == before \
+                and not self._reads_every_line() and self._kind not in ("exc", "fatal"):
             if len(self._inert) >= _INERT_MAX:
                 self._inert.clear()
             self._inert.add(key)
@@ -532,6 +536,7 @@ class _StartupEvidence(_CrashWindow):
     _crash_res = ()
     _ignore_res = ()
     _prefix = None   # PrefixReader, its state kept in ClassifierState.prefix_learned/prefix_seen
+    _kind = None     # traceback role of the last line read while starting (exception lines are never remembered)
 
     def _clean(self, raw):
         """The line as the rules read it: ANSI codes and the prefixes of the tools in between removed."""
@@ -544,6 +549,7 @@ class _StartupEvidence(_CrashWindow):
 
     def _line_body(self, raw, lineno, events, now):
         s = self._s
+        self._kind = None
         clean = self._clean(raw)
         if self._ignore_res and any(r.search(clean) for r in self._ignore_res):
             return
@@ -572,10 +578,13 @@ class _StartupEvidence(_CrashWindow):
         kind = None
         if gated or tb is not None:
             kind = structure_alone(seg) if tb is None else tb.structure(seg)
+        self._kind = kind
         if tb is not None and kind in ("frame", "source", "caret", "chain", "cframe"):
             tb.read(raw, seg, lineno)
             return
-        phrase = self._phrase(clean, seg) if (gated or self._crash_res) else None
+        phrase = self._phrase(clean, seg) if (gated or self._crash_res or s.usage_open) else None
+        if s.usage_open and seg[:1] not in (" ", "\t", ""):
+            s.usage_open = False   # usage's continuation lines are indented: this is the line after it
         stage = stage_of(clean, s.line_stage)
         if phrase is not None:
             self._on_phrase(phrase, tb, kind, stage, raw, clean, seg, lineno, events, now)
@@ -591,6 +600,8 @@ class _StartupEvidence(_CrashWindow):
         prefixed = SGLANG_PREFIX_RE.match(seg) is not None
         if s.exit_pending is not None and (stage is not None or prefixed):
             s.exit_pending = None   # SGLang went on logging: that was not this server's exit
+        if seg.startswith("usage: "):
+            s.usage_open = True   # argparse prints "usage: ..." (wrapped, indented), then "prog: error: ..."
         if tb is not None:
             self._candidate_line(tb, kind, prefixed or stage is not None, raw, seg, lineno)
         elif kind == "header":
@@ -607,6 +618,8 @@ class _StartupEvidence(_CrashWindow):
     def _phrase(self, clean, seg):
         """(PhraseRule, signature) of a decisive line, built-in phrases first, then the user's crash_patterns."""
         found = phrase_of(clean, seg)
+        if found is None and self._s.usage_open and ARGPARSE_RULE.pattern.search(seg):
+            found = (ARGPARSE_RULE, ARGPARSE_RULE.signature)
         if found is None and self._crash_res and any(r.search(clean) for r in self._crash_res):
             found = (_USER_PHRASE, specific_class(clean) or "traceback")
         return found

@@ -256,19 +256,20 @@ FATAL_LINE_RULES = (
                   ("while loading shared", "undefined symbol", "GLIBC", "CXXABI")),
     # gated by torch's bracketed form (the unbracketed glog/abseil one is read where a line is read anyway: inside a
     # candidate or a crash's traceback); an F line aborts the process, whose end then decides
-    FatalLineRule("glog", GLOG_ERROR_RE, ("[E0", "[E1")),
+    FatalLineRule("glog", GLOG_ERROR_RE, ("E0", "E1")),
     # FlashInfer's FLASHINFER_CUDA_CALL: "CUDA Error: <cudaGetErrorString> (<code>) <file>: line <n> at function <call>"
     FatalLineRule("flashinfer_cuda", re.compile(r"^CUDA Error: .+ \(\d+\) "), ("CUDA Error: ",)),
     # a CUDA/HIP runtime error printed on its own line (a C++ extension's check, torch's message without its class)
     FatalLineRule("cuda_error_line", re.compile(r"^(?:CUDA|HIP) (?:error|Error|ERROR)(?: \d+)?: \S"),
-                  ("CUDA error", "CUDA ERROR", "HIP error", "HIP Error")),
+                  ("CUDA error", "CUDA ERROR", "IP error", "IP Error")),
     # the interpreter's own -m launcher: "python3: No module named sglang.launch_server", "python3: Error while finding
     # module specification for 'sglang.launch_server' (ModuleNotFoundError: No module named 'sglang')"
     FatalLineRule("runpy", re.compile(r"^\S*python[\d.]*: (?:No module named |Error while finding module specification )"),
-                  ("No module named", "Error while finding")),
+                  ("No module named sglang", "Error while finding")),   # not SGLang's "No module named 'x'" warnings
 )
-# Gates start with characters that are rare in logs (not "e", ":" or "|"): the prefilter's combined search is only as
-# fast as the first characters of its gates are rare (docs/log-classification.md, Throughput).
+# Gates start with characters that are rare in logs and that other gates start with already (not "e", ":", "|" or
+# "["): the prefilter's combined search is only as fast as the first characters of its gates are few and rare
+# (docs/log-classification.md, Throughput).
 FATAL_LINE_GATES = tuple(gate for rule in FATAL_LINE_RULES for gate in rule.gates)
 
 # The lines of a C++ exception report that follow a glog/c10 error line: c10::Error's "Exception raised from F at
@@ -281,9 +282,14 @@ ACCELERATOR_LIBRARY_RE = re.compile(r"lib(?:cuda|cudart|c10_cuda|torch_cuda|nvrt
 NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL WARN ")
 
 
+_ANY_FATAL_RE = re.compile("|".join("(?:%s)" % rule.pattern.pattern for rule in FATAL_LINE_RULES))
+
+
 def fatal_line(seg):
     """The FatalLineRule a line (ANSI removed, prefix stripped, last carriage-return segment) matches, else None. The
     gates are the prefilter's: a line is tested here whenever it is read (its gates only decide which lines are)."""
+    if _ANY_FATAL_RE.search(seg) is None:   # one search for the common case, a line of no such format
+        return None
     for rule in FATAL_LINE_RULES:
         if rule.pattern.search(seg):
             return rule

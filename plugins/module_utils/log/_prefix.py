@@ -64,6 +64,8 @@ class PrefixReader:
 
     def strip(self, text):
         """The line without the prefixes the tools added (at most three, e.g. kubectl's name and timestamp)."""
+        if text[:1] in (" ", "\t") or text.startswith("[20"):
+            return text   # a traceback's frame or SGLang's own "[20YY-..." line: no tool writes either prefix
         for _ in range(3):
             match = TOOL_PREFIX_RE.match(text)
             if match is not None and match.end() > 0:
@@ -79,8 +81,8 @@ class PrefixReader:
     def learn(self, text):
         """Learn a constant prefix from a line already stripped by strip(): the text before SGLang's own prefix when
         that is not at column 0, the same (digits aside) on two lines."""
-        if self.learned is not None:
-            return
+        if self.learned is not None or text[:1] in ("[", " ", "\t", ""):
+            return   # SGLang's own line, a traceback's frame: nothing before SGLang's prefix
         match = _SGLANG_TS_RE.search(text, 1, LEARN_MAX + 80)
         if match is None or match.start() > LEARN_MAX:
             return

@@ -105,9 +105,11 @@ PHRASE_RULES = (
             r"|run_scheduler_process|DetokenizerManager|TokenizerManager)\b", "traceback", ["xception"], then="traceback"),
     _phrase(r"^Fatal Python error: ", "traceback", ["Fatal Python error"]),
     _phrase(r"terminate called after throwing an instance of", "traceback", ["wing an instance"], then="cause"),
-    # argparse.ArgumentParser.error(): "usage: ..." (often many lines), then "prog: error: message" at column 0 and
-    # exit status 2 (prog: the script, "python -m module", or a sub-command; never an exception's class name)
-    _phrase(ARGPARSE_ERROR, "arg_error", [": error: "], evidence="exit"),
+    # argparse.ArgumentParser.error(): "usage: ..." (often many indented lines), then "prog: error: message" at
+    # column 0 and exit status 2 (prog: the script, "python -m module", or a sub-command; never an exception's class).
+    # Read after its usage line (USAGE_GATE), and by the gates of argparse's most frequent messages without it.
+    _phrase(ARGPARSE_ERROR, "arg_error", ["unrecognized arguments", "uired: ", "uous option", "xpected one argument",
+                                          "xpected at "], evidence="exit"),
     # SGLang's own messages logged right before it ends its process tree (mined from every supported release by
     # tests/unit/plugins/module_utils/test_sglang_release_messages.py)
     _phrase(r"Received SIGQUIT from scheduler process", "sigquit_child", ["QUIT from scheduler"], then="cause"),
@@ -130,7 +132,9 @@ PHRASE_RULES = (
 
 # Gates of the traceback structure, of exception lines and of the fatal-line formats (log/_formats).
 # Exception classes whose names end otherwise: Triton's OutOfResources, torch._dynamo's BackendCompilerFailed.
-STRUCTURE_GATES = ("Error", "xception", "Abort", "Traceback", "File \"", "OutOfResources", "CompilerFailed") + FATAL_LINE_GATES
+STRUCTURE_GATES = ("Error", "xception", "Abort", "Traceback", "File \"", "utOfResources", "CompilerFailed") + FATAL_LINE_GATES
+# argparse's usage line: the lines after it are read in full up to the first one at column 0 (its error line).
+USAGE_GATE = "\nusage: "
 
 # Root-cause classes read from exception and message lines, most specific first. cuda_error means "CUDA
 # is not usable at all" (no device, driver/runtime not initialised); runtime/operator failures of any
@@ -338,6 +342,8 @@ def _trie_source(node):
 
 
 _PHRASE_GATE_RE = re.compile(literal_alternation(g for rule in PHRASE_RULES for g in rule.gates))
+# The argparse rule, tried on the line after a usage line whatever its message (its gates name only the frequent ones).
+ARGPARSE_RULE = next(rule for rule in PHRASE_RULES if rule.pattern.pattern == ARGPARSE_ERROR)
 
 
 def gates_after(stage):
@@ -347,6 +353,7 @@ def gates_after(stage):
     for rule in PHRASE_RULES:
         gates.extend(rule.gates)
     gates.extend(STRUCTURE_GATES)
+    gates.append(USAGE_GATE)
     for rule in STAGE_RULES:
         if STAGE_INDEX[rule.stage] > STAGE_INDEX[stage]:
             gates.extend(rule.gates)

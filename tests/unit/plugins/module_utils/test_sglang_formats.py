@@ -117,6 +117,16 @@ def test_argparse_error_is_terminal_at_once(line):
     assert (res["status"], res["stage"], res["signature"], res["error_line"]) == ("crashed", "start", "arg_error", line)
 
 
+def test_argparse_error_after_a_long_usage_whatever_its_message():
+    """SGLang's usage runs to hundreds of indented lines; the line at column 0 after them is argparse's error."""
+    usage = "usage: launch_server.py [-h] --model-path MODEL_PATH\n" + "".join(
+        "                        [--option-%d OPTION_%d]\n" % (n, n) for n in range(300))
+    line = "launch_server.py: error: argument --reasoning-parser: invalid choice: 'kimi' (choose from 'deepseek-r1', 'qwen3')"
+    res = classify_text(usage + line + "\n")
+    assert (res["status"], res["signature"], res["error_line"]) == ("crashed", "arg_error", line)
+    assert classify_text(usage + "[2031-02-03 04:05:06] Load weight begin.\n")["status"] == "starting"
+
+
 def test_an_exception_that_says_error_is_not_argparse():
     assert classify_text("RuntimeError: error: something failed\n[2031-02-03 04:05:06] Load weight begin.\n")["status"] == "starting"
 
