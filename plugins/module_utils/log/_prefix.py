@@ -38,8 +38,9 @@ TOOL_PREFIX_RE = re.compile(
     + r"|\[pod/[^\s/\]]+/[^\s\]]+\] "
     # --timestamps of docker, kubectl and compose (RFC 3339)
     + r"|" + _RFC3339 + r" "
-    # torchrun --tee / --local-ranks-filter, torch's per-rank C++ log prefix
-    + r"|\[(?:rank|default)\d+\]:"
+    # torchrun --tee / --local-ranks-filter, torch's per-rank prefix ("[rank0]:[W...]" of its C++ log, and
+    # "[rank0]: Traceback ..." with one space on every line of a rank's Python traceback)
+    + r"|\[rank\d+\]: ?|\[default\d+\]:"
     # Ray workers
     + r"|\((?:[\w.-]+ )?pid=\d+(?:, ip=[\d.]+)?\) "
     r")")

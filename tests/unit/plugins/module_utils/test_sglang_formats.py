@@ -189,6 +189,20 @@ def test_exception_lines_are_found_behind_tool_prefixes():
     assert not is_exception_line("sglang-1  | [2025-12-24 01:14:28 TP0] Load weight begin.")
 
 
+def test_a_rank_prefixed_traceback_is_read_whole():
+    """torch prints each line of a rank's traceback as "[rank0]: ..." (one space): its exception line closes it."""
+    text = ("[2031-02-03 04:05:06 TP0] Load weight begin. avail mem=61.20 GB\n"
+            "[rank0]: Traceback (most recent call last):\n"
+            '[rank0]:   File "/opt/sglang/srt/model_executor/model_runner.py", line 7, in load_model\n'
+            "[rank0]:     self.model = get_model()\n"
+            "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n")
+    classifier = LogClassifier()
+    classifier.feed(text, now=0.0)
+    assert classifier.log_quiet(now=0.0) is True
+    res = classifier.result()
+    assert (res["stage"], res["signature"], res["error_lineno"]) == ("load_weights", "cuda_oom", 2)
+
+
 def test_sglang_own_prefixes_are_never_cut():
     """The first error line of ascend-eagle3-draft-graph-capture-device-error was once cut to "heduler hit ...": no
     prefix rule takes SGLang's own "[time DPn TPn EPn]" (nor anything of a line without a tool prefix)."""
