@@ -212,7 +212,7 @@ _FLASHINFER_CODE_RE = re.compile(r"CUDA Error: .*? \((\d+)\)")
 # also CUDA's cudaErrorInvalidValue).
 NCCL_TEXT_RE = re.compile("|".join(
     [re.escape(text) for _code, _name, text in NCCL_RESULTS[:-1]]
-    + [re.escape(text.split(" (run with")[0]) for _code, _name, text in NCCL_RESULTS if text.startswith("unhandled ")]))
+    + [re.escape(text.split(" (run with", maxsplit=1)[0]) for _code, _name, text in NCCL_RESULTS if text.startswith("unhandled ")]))
 
 
 def cuda_class(text):

@@ -67,7 +67,7 @@ class PrefixReader:
         """The line without the prefixes the tools added (at most three, e.g. kubectl's name and timestamp)."""
         if text[:1] in (" ", "\t") or text.startswith("[20"):
             return text   # a traceback's frame or SGLang's own "[20YY-..." line: no tool writes either prefix
-        for _ in range(3):
+        for _round in range(3):
             match = TOOL_PREFIX_RE.match(text)
             if match is not None and match.end() > 0:
                 text = text[match.end():]

@@ -226,16 +226,16 @@ def test_an_unknown_constant_prefix_is_learned_from_sglang_lines_behind_it():
 
 def test_one_glued_progress_bar_teaches_no_prefix():
     reader = PrefixReader()
-    for _ in range(2):
+    for _line in range(2):
         reader.learn("Capturing batches (bs=8):   0%|          | 0/8 [00:00<?, ?it/s][2025-12-24 01:14:28 TP0] x")
     assert reader.learned is None
 
 
 # ------------------------------------------------------------------------------------------------ stages
 def test_a_capture_bar_without_its_title_is_the_graph_stage_once_weights_load():
-    bar = "  0%|          | 0/17 [00:00<?, ?it/s]\n"
-    assert classify_text("[2031-02-03 04:05:06 TP0] Load weight begin. avail mem=61.20 GB\n" + bar)["stage"] == "cuda_graph"
-    assert classify_text(bar)["stage"] == "start"   # a download's bar before any stage says nothing
+    first_render = "  0%|          | 0/17 [00:00<?, ?it/s]\n"
+    assert classify_text("[2031-02-03 04:05:06 TP0] Load weight begin. avail mem=61.20 GB\n" + first_render)["stage"] == "cuda_graph"
+    assert classify_text(first_render)["stage"] == "start"   # a download's bar before any stage says nothing
 
 
 # ------------------------------------------------------------------------------------------------ the decision
