@@ -18,8 +18,8 @@ description:
     exactly as it was. Any other failure leaves it as it was too.
   - The P(llmops.sglang.sglang_service#role) role writes its unit and environment files with it (rendered with
     P(ansible.builtin.template#lookup)).
-  - Set C(no_log) on the task for a file with secrets; O(content) is not hidden by the module, so that the diff of a
-    unit file stays readable.
+  - For a file with secrets set O(secret=true) (and C(no_log) on the task): its content is then never returned, not
+    even in the diff (C(--diff) shows C((content hidden: secret))); without it the diff of a unit file stays readable.
 options:
   dest:
     description: The file to write. Its directory must exist.
@@ -47,6 +47,13 @@ options:
         The copy is a hard link to the old file, so it needs no free space.
     type: bool
     default: false
+  secret:
+    description:
+      - The file holds secrets (an API key, C(HF_TOKEN)): the diff shows C((content hidden: secret)) instead of the
+        old and new content. The module returns the content nowhere else.
+    type: bool
+    default: false
+    version_added: 0.2.0
   verify:
     description:
       - V(systemd-unit) runs C(systemd-analyze verify) on the new content, under the name of O(dest); any output (a
@@ -159,6 +166,7 @@ def main():
             group=dict(type='str', default='root'),
             mode=dict(type='str', default='0644'),
             backup=dict(type='bool', default=False),
+            secret=dict(type='bool', default=False),
             verify=dict(type='str', choices=['none', 'systemd-unit'], default='none'),
         ),
         supports_check_mode=True,
@@ -173,8 +181,12 @@ def main():
     plan = cf.decide(now, wanted)
     result = dict(changed=plan.changed, dest=dest, created=now.content is None)
     if module._diff and plan.write:
-        result['diff'] = dict(before=(now.content or b'').decode('utf-8', 'replace'), after=p['content'],
-                              before_header=dest, after_header=dest)
+        if p['secret']:
+            hidden = '(content hidden: secret)\n'
+            result['diff'] = dict(before=hidden if now.content else '', after=hidden, before_header=dest, after_header=dest)
+        else:
+            result['diff'] = dict(before=(now.content or b'').decode('utf-8', 'replace'), after=p['content'],
+                                  before_header=dest, after_header=dest)
     if module.check_mode or not plan.changed:
         module.exit_json(**result)
     verify = None

@@ -69,6 +69,17 @@ options:
     description:
       - The server's C(--api-key), sent as an C(Authorization) bearer token to every endpoint except C(/health*).
     type: str
+  secrets:
+    description:
+      - Values that must never appear in what the module returns (secret environment values such as C(HF_TOKEN),
+        secret server arguments). Each is replaced by C(********) in every line of the log tail, the first error
+        line, the message and the progress events, as O(api_key) is.
+      - Without it, SGLang's own secret server arguments (C(api_key), C(admin_api_key), C(ssl_keyfile_password)) are
+        still masked wherever SGLang logs its configuration (C(server_args=ServerArgs(...)), C(server_args={...})).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.2.0
   validate_certs:
     description:
       - Verify the TLS certificate of an C(https) O(url).
@@ -434,6 +445,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils.wait._sources import JournalStream, journal_follow_argv
 from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._redact import redact
 from ansible_collections.llmops.sglang.plugins.module_utils.host._procfs import process_age
 from ansible_collections.llmops.sglang.plugins.module_utils.wait._round import TERMINAL, WaitParams, WaitRound
 
@@ -447,6 +459,7 @@ def argument_spec():
         url=dict(type='str'),
         served_model_name=dict(type='str'),
         api_key=dict(type='str', no_log=True),
+        secrets=dict(type='list', elements='str', default=[], no_log=True),
         validate_certs=dict(type='bool', default=True),
         ready_probe=dict(type='str', default='auto', choices=['auto', 'log', 'health', 'health_generate']),
         node_rank=dict(type='int', default=0),
@@ -476,8 +489,9 @@ def main():
     )
     p = module.params
     public = dict((k, v) for k, v in p.items() if not k.startswith('_'))
-    invocation = {'module_args': dict((k, ('VALUE_SPECIFIED_IN_NO_LOG_PARAMETER' if k == 'api_key' and v else v))
+    invocation = {'module_args': dict((k, ('VALUE_SPECIFIED_IN_NO_LOG_PARAMETER' if k in ('api_key', 'secrets') and v else v))
                                       for k, v in public.items())}
+    hidden = [p['api_key'] or ''] + list(p['secrets'])
 
     for opt in ('crash_patterns', 'ignore_patterns'):
         for pat in p[opt]:
@@ -531,7 +545,8 @@ def main():
     spent = (p['_spent'] or 0.0) + process_age()
     wait_round = WaitRound(params, state=(state or None) if isinstance(state, dict) else None, run_command=run_command,
                            journal_stream_factory=stream_factory, spent=spent)
-    res = wait_round.run(round_seconds)
+    # nothing read from the server's log leaves the host with a secret in it (SGLang logs its api_key at start)
+    res = redact(wait_round.run(round_seconds), hidden)
     if driven:  # the round's state and progress events go back to the action plugin
         module.exit_json(changed=False, invocation=invocation, **res)
     res.pop('_state')

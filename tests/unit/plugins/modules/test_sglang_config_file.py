@@ -7,6 +7,7 @@ mode, a full file system (a real tmpfs, root only) and the real systemd-analyze 
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 import shutil
@@ -52,6 +53,20 @@ def test_created_says_whether_the_file_was_new(tmp_path, capsys):
     assert run_module(capsys, args, check_mode=True)['created'] is True and not dest.exists()
     assert run_module(capsys, args)['created'] is True
     assert run_module(capsys, dict(args, content='A="2"\n'))['created'] is False
+
+
+def test_a_secret_file_never_shows_its_content_in_the_diff(tmp_path, capsys):
+    dest = tmp_path / 'sglang.secret.env'
+    token = 'hf_llmopsSecretToken0123456789'
+    args = dict(dest=str(dest), content='HF_TOKEN="%s"\n' % token, mode='0600', secret=True)
+    checked = run_module(capsys, args, check_mode=True, diff=True)
+    assert checked['diff'] == {'before': '', 'after': '(content hidden: secret)\n', 'before_header': str(dest),
+                               'after_header': str(dest)}
+    first = run_module(capsys, args, diff=True)
+    changed = run_module(capsys, dict(args, content='HF_TOKEN="%s-2"\n' % token), diff=True)
+    assert changed['diff']['before'] == changed['diff']['after'] == '(content hidden: secret)\n'
+    assert token not in json.dumps([checked, first, changed])
+    assert dest.read_text() == 'HF_TOKEN="%s-2"\n' % token
 
 
 def test_bad_mode_and_unknown_owner_fail_naming_the_file(tmp_path, capsys):

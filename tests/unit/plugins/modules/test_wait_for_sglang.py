@@ -147,3 +147,21 @@ def test_unit_without_systemctl_on_path_is_explained(tmp_path):
     finally:
         os.environ["PATH"] = env_path
     assert rc == 1 and "systemctl was not found" in res["msg"] and "pid and log_path" in res["msg"]
+
+
+def test_no_secret_leaves_the_host_in_what_the_wait_returns(tmp_path):
+    """SGLang logs its configuration, api_key included (0.5.9 engine.py: server_args=ServerArgs(...)); a failing start
+    can print an environment value. Neither reaches the result: the log tail, first error line and message come back
+    masked, also when the role did not name the key (it came through --config)."""
+    key, token = "sk-llmops-secret-0123", "hf_llmopsSecret456789"
+    crash = (CORPUS / "rtx3090-oom-attention-workspace-at-graph-stage" / "server.log").read_bytes()
+    log = tmp_path / "sglang.log"
+    log.write_bytes(b"[2026-01-05 10:00:00] server_args=ServerArgs(model_path='zai-org/GLM-5', api_key='" + key.encode()
+                    + b"', admin_api_key=None, port=30000)\n" + crash
+                    + b"[2026-01-05 10:00:09] env: HF_TOKEN=" + token.encode() + b" api_key='" + key.encode() + b"'\n")
+    rc, res = run_module(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 10, "secrets": [token]})
+    assert (rc, res["status"], res["signature"]) == (1, "crashed", "cuda_oom")
+    text = json.dumps(res)
+    assert key not in text and token not in text
+    assert any("HF_TOKEN=********" in line and "api_key='********'" in line for line in res["log_tail"])
+    assert res["invocation"]["module_args"]["secrets"] == "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"
