@@ -18,8 +18,8 @@ description:
     exactly as it was. Any other failure leaves it as it was too.
   - The P(llmops.sglang.sglang_service#role) role writes its unit and environment files with it (rendered with
     P(ansible.builtin.template#lookup)).
-  - For a file with secrets set O(secret=true) (and C(no_log) on the task): its content is then never returned, not
-    even in the diff (C(--diff) shows C((content hidden: secret))); without it the diff of a unit file stays readable.
+  - For a file with secrets set O(secret=true) (and C(no_log) on the task). Its content is then never returned, not
+    even in the diff, which shows C((content hidden - secret)); without it the diff of a unit file stays readable.
 options:
   dest:
     description: The file to write. Its directory must exist.
@@ -49,8 +49,8 @@ options:
     default: false
   secret:
     description:
-      - The file holds secrets (an API key, C(HF_TOKEN)): the diff shows C((content hidden: secret)) instead of the
-        old and new content. The module returns the content nowhere else.
+      - The file holds secrets (an API key, C(HF_TOKEN)). The diff shows C((content hidden - secret)) instead of the
+        old and new content; the module returns the content nowhere else.
     type: bool
     default: false
     version_added: 0.2.0
@@ -182,7 +182,7 @@ def main():
     result = dict(changed=plan.changed, dest=dest, created=now.content is None)
     if module._diff and plan.write:
         if p['secret']:
-            hidden = '(content hidden: secret)\n'
+            hidden = '(content hidden - secret)\n'
             result['diff'] = dict(before=hidden if now.content else '', after=hidden, before_header=dest, after_header=dest)
         else:
             result['diff'] = dict(before=(now.content or b'').decode('utf-8', 'replace'), after=p['content'],

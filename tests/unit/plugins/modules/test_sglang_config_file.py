@@ -60,11 +60,11 @@ def test_a_secret_file_never_shows_its_content_in_the_diff(tmp_path, capsys):
     token = 'hf_llmopsSecretToken0123456789'
     args = dict(dest=str(dest), content='HF_TOKEN="%s"\n' % token, mode='0600', secret=True)
     checked = run_module(capsys, args, check_mode=True, diff=True)
-    assert checked['diff'] == {'before': '', 'after': '(content hidden: secret)\n', 'before_header': str(dest),
+    assert checked['diff'] == {'before': '', 'after': '(content hidden - secret)\n', 'before_header': str(dest),
                                'after_header': str(dest)}
     first = run_module(capsys, args, diff=True)
     changed = run_module(capsys, dict(args, content='HF_TOKEN="%s-2"\n' % token), diff=True)
-    assert changed['diff']['before'] == changed['diff']['after'] == '(content hidden: secret)\n'
+    assert changed['diff']['before'] == changed['diff']['after'] == '(content hidden - secret)\n'
     assert token not in json.dumps([checked, first, changed])
     assert dest.read_text() == 'HF_TOKEN="%s-2"\n' % token
 
