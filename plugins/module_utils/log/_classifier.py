@@ -60,6 +60,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.log._rules import (
     stage_of,
     strip_ansi,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.log._formats import CAUSE_ONLY, fatal_line
 from ansible_collections.llmops.sglang.plugins.module_utils.log._prefix import PrefixReader
 from ansible_collections.llmops.sglang.plugins.module_utils.log._traceback import (
     EXC_RE,
@@ -614,6 +615,8 @@ class _StartupEvidence(_CrashWindow):
             # fatal line of another program (log/_formats): pending like a candidate traceback
             s.candidate = TracebackReader.begin("headless" if kind == "exc" else "line", None, None, s.recent)
             s.candidate.read(raw, seg, lineno)
+            if kind == "fatal" and fatal_line(seg).name in CAUSE_ONLY:
+                s.candidate.intro = "cause_only"   # the exit or a later fatal phrase decides, never a quiet log
 
     def _phrase(self, clean, seg):
         """(PhraseRule, signature) of a decisive line, built-in phrases first, then the user's crash_patterns."""

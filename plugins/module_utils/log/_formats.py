@@ -249,6 +249,11 @@ FatalLineRule = namedtuple("FatalLineRule", "name pattern gates")
 # logging), "E1224 01:14:28.932556 12345 file.cc:444] msg" (glog, abseil), also glued after a progress bar.
 _GLOG = r"\[?[EF][01]\d[0-3]\d [\d:.]+(?: +\d+)? [^\s\]]+:\d+\] "
 GLOG_ERROR_RE = re.compile(r"(?:^|it/s\]|s/it\])(?:\[(?:rank|default)\d+\]:)?" + _GLOG)
+# NCCL's debug line of a warning: "host:pid:tid [dev] file:line NCCL WARN message" (src/debug.cc). NCCL warns and may
+# retry, so it names the cause of a failure other lines or the exit prove, and is never proved by a quiet log alone.
+NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL WARN ")
+CAUSE_ONLY = ("nccl_warn",)
+
 FATAL_LINE_RULES = (
     # the dynamic loader, at exec or lazy binding: the process cannot run
     FatalLineRule("loader", re.compile(r"error while loading shared libraries: |: symbol lookup error: "
@@ -266,6 +271,7 @@ FATAL_LINE_RULES = (
     # module specification for 'sglang.launch_server' (ModuleNotFoundError: No module named 'sglang')"
     FatalLineRule("runpy", re.compile(r"^\S*python[\d.]*: (?:No module named |Error while finding module specification )"),
                   ("No module named sglang", "Error while finding")),   # not SGLang's "No module named 'x'" warnings
+    FatalLineRule("nccl_warn", NCCL_WARN_RE, ("NCCL WARN",)),
 )
 # Gates start with characters that are rare in logs and that other gates start with already (not "e", ":", "|" or
 # "["): the prefilter's combined search is only as fast as the first characters of its gates are few and rare
@@ -278,8 +284,6 @@ CPP_TRACE_RE = re.compile(r"^(?:Exception raised from \S+ at \S+ \(most recent c
 # An accelerator library in a C++ backtrace: an error raised there is the accelerator's runtime or operator failing.
 ACCELERATOR_LIBRARY_RE = re.compile(r"lib(?:cuda|cudart|c10_cuda|torch_cuda|nvrtc|cublas\w*|cudnn\w*|amdhip64|hiprtc|rocblas"
                                     r"|torch_npu|op_plugin\w*|ascendcl|atb\w*|hccl|acl\w*)[.\w]*\.so|/op_plugin/|atb::")
-# NCCL's debug line of a warning (the reason a collective failed): never a crash by itself.
-NCCL_WARN_RE = re.compile(r"^\S+:\d+:\d+ \[\d+\] (?:\S+:\d+ )?NCCL WARN ")
 
 
 _ANY_FATAL_RE = re.compile("|".join("(?:%s)" % rule.pattern.pattern for rule in FATAL_LINE_RULES))

@@ -141,7 +141,8 @@ class TracebackReader:
     arg_exc: bool = False             # exception type typical of argument/config validation
     frame_stage: Optional[str] = None
     benign: bool = False              # printed by Python's unraisable/logging/atexit hooks: read, never adopted
-    intro: Optional[str] = None       # "thread" (threading.excepthook), "ignore_import" (inside a warning) or "logged"
+    intro: Optional[str] = None       # "thread" (threading.excepthook), "ignore_import" (inside a warning), "logged" or
+    # "cause_only" (a NCCL WARN line): never proved by a quiet log alone
     logged_by: Optional[str] = None   # the SGLang line before the header: a handler that logs an exception it caught
     cause: Optional[str] = None       # root-cause line: the most specific exception / what() line
     cause_class: Optional[str] = None

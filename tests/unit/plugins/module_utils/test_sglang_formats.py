@@ -63,11 +63,25 @@ def test_every_nccl_result_names_nccl_error(code, name, text):
         assert specific_class(line) == "nccl_error", line
 
 
-def test_nccl_warn_line_refines_but_never_decides():
-    warn = "node-d0:175:180 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion with error 12, opcode 1\n"
-    assert specific_class(warn) == "nccl_error"
-    res = classify_text("[2031-02-03 04:05:06 TP0] Init torch distributed begin.\n" + warn)
-    assert res["status"] == "starting"
+NCCL_WARN = "node-d0:175:180 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion with error 12, opcode 1\n"
+INIT = "[2031-02-03 04:05:06 TP0] Init torch distributed begin.\n"
+
+
+def test_nccl_warn_names_the_cause_of_an_exit_but_a_quiet_log_alone_proves_nothing():
+    """NCCL warns and may retry: with the log alone, a WARN then silence is a hang (stalled), not a crash; the process's
+    exit, or SGLang's fatal phrase after it, makes it the first error line of an nccl_error."""
+    assert specific_class(NCCL_WARN) == "nccl_error"
+    quiet = LogClassifier()
+    quiet.feed(INIT + NCCL_WARN, now=0.0)
+    assert quiet.log_quiet(now=0.0) is False
+    quiet.process_exited(1, now=0.0)
+    res = quiet.result()
+    assert (res["status"], res["stage"], res["signature"], res["error_lineno"]) == ("crashed", "init_distributed", "nccl_error", 2)
+    phrase = "[2031-02-03 04:05:09 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+    res = classify_text(INIT + NCCL_WARN + "node-d0:175:180 [0] NCCL INFO transport/net.cc:829 -> 2\n" + phrase)
+    assert (res["status"], res["signature"], res["error_lineno"]) == ("crashed", "nccl_error", 2)
+    # SGLang logging on: the warning was not the end
+    assert classify_text(INIT + NCCL_WARN + "[2031-02-03 04:05:19 TP0] Init torch distributed ends.\n")["status"] == "starting"
 
 
 # ------------------------------------------------------------------------------------------------ fatal lines
@@ -87,6 +101,8 @@ def test_nccl_warn_line_refines_but_never_decides():
     ("/usr/bin/python3: No module named sglang.launch_server", "runpy"),
     ("/opt/venv/bin/python3.12: Error while finding module specification for 'sglang.launch_server' "
      "(ModuleNotFoundError: No module named 'sglang')", "runpy"),
+    ("node-d0:175:180 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion with error 12", "nccl_warn"),
+    ("gpu01:4123:4190 [3] NCCL WARN Cuda failure 'out of memory'", "nccl_warn"),
 ])
 def test_fatal_line_formats(line, rule):
     found = formats.fatal_line(line)
