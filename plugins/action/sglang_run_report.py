@@ -56,6 +56,14 @@ def write_rows(path, data):
                                 'permissions, or leave sglang_report_path unset' % (path, exc)) from exc
 
 
+def query_lines(query, selected):
+    """The query's answer on the screen: a list as one compact JSON line per element (one line per host, for queries
+    over the rows), anything else as one line."""
+    if isinstance(selected, list):
+        return ['query %s: %d selected' % (query, len(selected))] + [json.dumps(item, sort_keys=True) for item in selected]
+    return ['query %s: %s' % (query, json.dumps(selected, sort_keys=True))]
+
+
 def summary_line(kind, rows, dry_run=False):
     """'deploy: 3 hosts, 2 ready (1 unchanged), 1 crashed' - the line above the table; a check-mode run says that it
     was a dry run ('deploy (dry run, check mode: nothing was changed): 2 hosts, 2 dry run (1 would deploy, ...)')."""
@@ -114,5 +122,5 @@ class ActionModule(ActionBase):
         if args['query']:
             result['selected'] = select(data, args['query'])
             if final:
-                display.display('query %s:\n%s' % (args['query'], json.dumps(result['selected'], indent=2, sort_keys=True)))
+                display.display('\n'.join(query_lines(args['query'], result['selected'])))
         return result

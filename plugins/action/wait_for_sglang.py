@@ -185,38 +185,59 @@ def progress_line(host, res, probe_only=False):
     return '%s: %s (%.1fs)' % (host, text, float(res.get('elapsed') or 0.0))
 
 
+# Stage events seen within this many seconds of each other (a burst of log lines read at once, a start replayed fast) share
+# one progress line.
+COALESCE_SECONDS = 1.0
+
+
 class Progress:
-    """Prints one line per host for each stage reached and each quarter of a progress bar, from the module's typed
-    progress events; new log lines at -v, raw probe results at -vvv."""
+    """Prints one line per host for each moment a stage is reached or a progress bar passes a quarter, from the module's
+    typed progress events (stages reached together share the line); new log lines at -v, raw probe results at -vvv."""
 
     def __init__(self, host, probe_only=False, stable_for=0):
         self.host = host
         self.probe_only = probe_only  # check mode: one probe, no wait, no time worth printing
         self.stable_for = stable_for
         self.shown = None  # (stage, percent) of the last line printed
+        self.burst = []  # [(key, text, elapsed, suffix)] seen within COALESCE_SECONDS, not printed yet
 
     def _print(self, key, line):
         if key != self.shown:
-            display.display(line)
+            # a check-mode probe is the task's result, not progress (the check playbook's table shows it): -v only
+            (display.v if self.probe_only else display.display)(line)
             self.shown = key
+
+    def _add(self, key, text, elapsed, suffix=''):
+        if self.burst and elapsed - self.burst[0][2] > COALESCE_SECONDS:
+            self._flush()
+        if key == (self.burst[-1][0] if self.burst else self.shown):
+            return
+        stage = key[0]
+        # a later percentage of the same stage in the same burst says all the earlier ones said
+        self.burst = [item for item in self.burst if item[0][0] != stage or stage == 'stability'] + [(key, text, elapsed, suffix)]
+
+    def _flush(self):
+        if self.burst:
+            last = self.burst[-1]
+            self._print(last[0], '%s: %s (%.1fs)%s' % (self.host, ', '.join(item[1] for item in self.burst), last[2], last[3]))
+            self.burst = []
 
     def round(self, res):
         for raw in res.get('_events') or []:
             event = ProgressEvent.from_json(raw)
             if event.kind == 'stage' and event.stage == 'stability':
-                self._print(('stability', None), '%s: ready (%.1fs), watching it for stable_for=%ss'
-                            % (self.host, event.elapsed, self.stable_for))
+                self._add(('stability', None), 'ready', event.elapsed, ', watching it for stable_for=%ss' % self.stable_for)
             elif event.kind == 'stage' and event.stage != 'ready':  # ready is said by the verdict line
-                self._print((event.stage, None), '%s: %s (%.1fs)' % (self.host, event.stage, event.elapsed))
+                self._add((event.stage, None), event.stage, event.elapsed)
             elif event.kind == 'progress':
-                self._print((event.stage, event.percent),
-                            '%s: %s %d%% (%.1fs)' % (self.host, event.stage, event.percent, event.elapsed))
+                self._add((event.stage, event.percent), '%s %d%%' % (event.stage, event.percent), event.elapsed)
             elif event.kind == 'line':
                 display.v(event.text, host=self.host)
             elif event.kind == 'dropped':
                 display.v('(%d more log lines not shown; see log_tail)' % event.count, host=self.host)
             elif event.kind == 'probe' and display.verbosity >= 3:
                 display.vvv('probe %s' % json.dumps(event.data, sort_keys=True, default=str), host=self.host)
+        self._flush()
         if res.get('status') in TERMINAL:
             self._print(('', res.get('status')), progress_line(self.host, res, self.probe_only))
         elif self.shown is None:  # the first round: say where the start is

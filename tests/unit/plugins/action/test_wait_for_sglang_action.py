@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -21,7 +22,8 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure
 from ansible.playbook.play_context import PlayContext
 
 from ansible_collections.llmops.sglang.plugins.action import wait_for_sglang as action_mod
-from ansible_collections.llmops.sglang.plugins.action.wait_for_sglang import ActionModule, progress_line
+from ansible_collections.llmops.sglang.plugins.action.wait_for_sglang import ActionModule, Progress, progress_line
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._state import ProgressEvent
 from ansible_collections.llmops.sglang.plugins.module_utils.log._classifier import STAGES
 from wait_live import module_following
 
@@ -117,9 +119,9 @@ def test_ready_prints_one_line_per_stage_and_succeeds(tmp_path, display):
     assert res["failed"] is False and res["status"] == "ready" and res["changed"] is False
     lines = [c.args[0] for c in display.display.call_args_list]
     assert lines[-1].startswith("node1: ready (")
-    stages = [ln.split(": ", 1)[1].split(" ")[0] for ln in lines]
-    # one line per stage change, in stage order (a progress bucket of a stage may add a line for the same stage, never
-    # the same text twice)
+    # one line per moment stages were reached (stages read together share it), in stage order (a progress bucket of a
+    # stage may add a line for the same stage, never the same text twice)
+    stages = [word.split(" ")[0] for ln in lines for word in ln.split(": ", 1)[1].split(" (")[0].split(", ")]
     order = [STAGES.index(s) for s in stages]
     assert order == sorted(order) and len(set(stages)) >= 3
     assert len(lines) == len(set(ln.split(" (")[0] for ln in lines))
@@ -168,6 +170,10 @@ def test_check_mode_is_one_round_and_never_fails(tmp_path, display):
     assert time.monotonic() - t0 < 10
     assert len(runner.calls) == 1 and runner.calls[0]["_round_seconds"] == 0.0
     assert res["failed"] is False and res["status"] == "starting" and res["stage"] == "cuda_graph"
+    # the probe is the task's result, not progress: its line shows with -v only
+    assert display.display.call_args_list == []
+    assert re.fullmatch(r"node1: init_distributed, load_weights, kv_cache, cuda_graph 0% \(\d+\.\ds\)",
+                        [c.args[0] for c in display.v.call_args_list][-1])
 
 
 def test_connection_failures_are_ridden_out_with_backoff_and_the_wait_goes_on(tmp_path, display, monkeypatch):
@@ -209,6 +215,35 @@ def test_private_options_are_rejected_from_users(tmp_path, display):
     with pytest.raises(AnsibleActionFail, match="Unsupported parameters .*_state"):
         plugin.run(task_vars={"inventory_hostname": "node1"})
     assert runner.calls == []
+
+
+def _events(*items):
+    return [ProgressEvent(**item).to_json() for item in items]
+
+
+def test_stages_reached_together_share_one_line(display):
+    progress = Progress("node1", stable_for=15)
+    # a start replayed fast: every stage within a second, a progress bar passing two quarters, then the stability watch
+    progress.round({"status": "starting", "_events": _events(
+        {"kind": "stage", "stage": "init_distributed", "elapsed": 1.2},
+        {"kind": "stage", "stage": "load_weights", "elapsed": 1.2},
+        {"kind": "progress", "stage": "load_weights", "percent": 50, "elapsed": 1.3},
+        {"kind": "progress", "stage": "load_weights", "percent": 100, "elapsed": 1.3},
+        {"kind": "stage", "stage": "cuda_graph", "elapsed": 1.4},
+        {"kind": "stage", "stage": "stability", "elapsed": 1.5},
+    )})
+    # a paced start: stages seconds apart get a line each
+    progress.round({"status": "starting", "_events": _events(
+        {"kind": "stage", "stage": "http_listening", "elapsed": 9.0},
+        {"kind": "stage", "stage": "warmup", "elapsed": 12.5},
+    )})
+    progress.round({"status": "ready", "stage": "ready", "elapsed": 16.5, "_events": []})
+    assert [c.args[0] for c in display.display.call_args_list] == [
+        "node1: init_distributed, load_weights 100%, cuda_graph, ready (1.5s), watching it for stable_for=15s",
+        "node1: http_listening (9.0s)",
+        "node1: warmup (12.5s)",
+        "node1: ready (16.5s)",
+    ]
 
 
 def test_progress_line_format():
