@@ -48,7 +48,7 @@ def log(msg: str) -> None:
 
 def demo_hosts(fleet: Path) -> list[str]:
     """The hosts of the inventory demo/run.sh wrote, in its order."""
-    path = fleet / 'demo-hosts.yml'
+    path = fleet / 'demo-hosts-ready.yml'
     if not path.is_file():
         raise BenchError(f'{path} is missing: run LLMOPS_DEMO_KEEP=1 bash demo/run.sh first (its hosts stay up)')
     names, in_hosts = [], False
@@ -113,9 +113,9 @@ PING_PLAYBOOK = """\
 
 def one_run(env: dict[str, str], fleet: Path, hosts: list[str], label: str, log_file: Path) -> dict:
     if label == 'ping':
-        cmd = ['ansible-playbook', str(Path(env['FLEET_BENCH_TIMES']).parent / 'ping.yml'), '-i', str(fleet / 'demo-hosts.yml')]
+        cmd = ['ansible-playbook', str(Path(env['FLEET_BENCH_TIMES']).parent / 'ping.yml'), '-i', str(fleet / 'demo-hosts-ready.yml')]
     else:
-        cmd = ['ansible-playbook', 'llmops.sglang.deploy', '-i', str(fleet / 'demo-hosts.yml'), '-i',
+        cmd = ['ansible-playbook', 'llmops.sglang.deploy', '-i', str(fleet / 'demo-hosts-ready.yml'), '-i',
                str(REPO / 'demo' / 'inventory.yml'), '-e', 'llmops_demo=ready']
     roots = cgroup_roots(fleet)
     cpu0 = host_cpu(hosts, roots)

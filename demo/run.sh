@@ -7,49 +7,98 @@
 #                             # paced so its stages can be followed), then a second deploy of the same hosts shows
 #                             # the no-change path (changed=0), then the read-only check
 #   bash demo/run.sh crash    # the first host replays a real recorded CUDA OOM, the second runs the real
-#                             # `python -m sglang.launch_server` (it fails: no GPU stack), the third an NCCL crash
+#                             # `python -m sglang.launch_server` (it fails: no GPU stack), the third a recorded
+#                             # NCCL "unhandled system error" at start
 #   bash demo/run.sh tune     # the seeds' tuning experiment with llmops.sglang.tune on the first host: baseline, SM120
 #                             # fusion (regression, rolled back), NCCL_ALGO=Tree (crash, rolled back), one table
 #
+# The screen shows one line per phase with its time, and the playbooks' output through the collection's stdout
+# callback llmops.sglang.brief; everything (the set-up's output, and each playbook as ansible.builtin.default prints
+# it) goes to the full log, $LLMOPS_FLEET_DIR/demo-MODE.log, whose path is printed first and last.
+#
 # Needs root on a Debian 12 / Ubuntu 24.04 machine with network access to PyPI and the Debian archive; no GPU.
-# LLMOPS_DEMO_KEEP=1 leaves the hosts up (fleet.sh ssh node1 ...; tests/infra/fleet.sh down node1 node2 node3),
+# LLMOPS_DEMO_KEEP=1 leaves the hosts up (the demo prints how to reach and stop them),
 # LLMOPS_DEMO_NODES="a b c" names the hosts, LLMOPS_FLEET_DIR moves the state (default /var/tmp/llmops-fleet),
 # LLMOPS_CONTROLLER_PYTHON picks the controller's interpreter (default: the newest Python >= 3.12, else python3).
 set -euo pipefail
 
 scenario=${1:-ready}
 case "$scenario" in
-  ready | crash) ;;
-  tune) ;;
+  ready | crash | tune) ;;
   *) echo "demo/run.sh: unknown mode '$scenario'; usage: $0 [ready|crash|tune]" >&2; exit 2 ;;
 esac
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 fleet="$repo/tests/infra/fleet.sh"
-dir=${LLMOPS_FLEET_DIR:-/var/tmp/llmops-fleet}
+default_dir=/var/tmp/llmops-fleet
+dir=${LLMOPS_FLEET_DIR:-$default_dir}
 export LLMOPS_FLEET_DIR=$dir
 # shellcheck disable=SC2206  # host names are words
 nodes=(${LLMOPS_DEMO_NODES:-node1 node2 node3})
+if [ "${#nodes[@]}" -eq 0 ]; then
+  echo "demo/run.sh: LLMOPS_DEMO_NODES names no host; give one name per host, e.g. LLMOPS_DEMO_NODES=\"a b c\"" >&2
+  exit 2
+fi
 # the tune demo runs on the first host alone
 [ "$scenario" = tune ] && nodes=("${nodes[0]}")
-
-step() { printf '\n== %s\n' "$*"; }
-seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "demo/run.sh boots systemd-nspawn hosts and network namespaces: run it as root" >&2
   exit 1
 fi
 
-step "Installing host tools (openssh, mmdebstrap, systemd-container, ...)"
-bash "$fleet" deps
+mkdir -p "$dir"
+log="$dir/demo-$scenario.log"
+: >"$log"
+t_demo=$(date +%s.%N)
+seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
+echo "llmops.sglang demo ($scenario) on ${nodes[*]}; the full log: $log"
 
-step "Preparing the controller venv (ansible-core 2.21 on Python >= 3.12; 2.19 on Debian 12's Python 3.11)"
-venv=$(bash "$repo/tests/infra/controller-venv.sh" "$dir/controller-venv" "$repo/tests/requirements-demo.txt")
+# phase TITLE CMD...: one line on the screen (the title, then what the command noted in $note and its time), the
+# command's output in the full log; on a failure the log's last lines and the exit code.
+phase() {
+  local title=$1 t0 rc=0
+  shift
+  note=
+  t0=$(date +%s.%N)
+  printf '== %s ... ' "$title"
+  printf '\n== %s\n' "$title" >>"$log"
+  "$@" >>"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    printf 'failed (exit code %d) after %s s; the last lines of %s:\n' "$rc" "$(seconds_since "$t0")" "$log"
+    tail -n 20 "$log" | sed 's/^/  /'
+    exit "$rc"
+  fi
+  printf '%s%s s\n' "${note:+$note, }" "$(seconds_since "$t0")"
+}
+
+# The hosts' state lives in $dir; a command to reach them names it when it is not the default.
+# shellcheck disable=SC2317  # runs through phase (or the EXIT trap)
+fleet_cmd() {
+  local where=tests/infra/fleet.sh
+  [ "$(pwd -P)" = "$(cd "$repo" && pwd -P)" ] || where="$repo/tests/infra/fleet.sh"
+  if [ "$dir" = "$default_dir" ]; then echo "bash $where"; else echo "LLMOPS_FLEET_DIR=$dir bash $where"; fi
+}
+
+# shellcheck disable=SC2317  # runs through phase (or the EXIT trap)
+controller_venv() {
+  local venv
+  venv=$(bash "$repo/tests/infra/controller-venv.sh" "$dir/controller-venv" "$repo/tests/requirements-demo.txt") || return
+  "$venv/bin/ansible" --version || return
+  # "ansible [core 2.21.5]" -> "ansible-core 2.21.5"; sed reads it all: head would break the pipe (set -o pipefail)
+  note=$("$venv/bin/ansible" --version | sed -n '1s/^ansible \[core \(.*\)\]$/ansible-core \1/p')
+}
+
+# The set-up below is shared by every demo run on this state directory: one run at a time does it (two demo modes can
+# run at once, with different host names).
+exec 7>"$dir/.demo-setup.lock"
+flock 7
+phase "Installing host tools (openssh, mmdebstrap, systemd-container, ...)" bash "$fleet" deps
+phase "Preparing the controller venv (ansible-core 2.21 on Python >= 3.12; 2.19 on Debian 12's Python 3.11)" controller_venv
+venv="$dir/controller-venv"
 export PATH="$venv/bin:$PATH"
 # fleet.sh's pip download runs with the venv's pip (a stock Debian python3 has none)
 export LLMOPS_FLEET_PYTHON="$venv/bin/python"
-"$venv/bin/ansible" --version | sed -n 1p  # sed reads it all: head would break the pipe (set -o pipefail)
 
 mkdir -p "$dir/collections/ansible_collections/llmops"
 ln -sfn "$repo" "$dir/collections/ansible_collections/llmops/sglang"
@@ -59,72 +108,81 @@ export ANSIBLE_SSH_CONTROL_PATH_DIR="$dir/cp"
 export ANSIBLE_PIPELINING=True
 export ANSIBLE_SSH_RETRIES=3
 export ANSIBLE_FORKS=10
-export ANSIBLE_STDOUT_CALLBACK=ansible.builtin.default
+# The collection's own screen output (plugins/callback/brief.py): progress, one line per host per event, the table; the
+# rest (task headers, every result, as ansible.builtin.default prints them in YAML) goes to the full log.
+export ANSIBLE_STDOUT_CALLBACK=llmops.sglang.brief
 export ANSIBLE_CALLBACK_RESULT_FORMAT=yaml
+export ANSIBLE_LOG_PATH="$log"
 
-step "Downloading the SGLang release for the hosts' wheelhouse (they have no route to PyPI)"
 export LLMOPS_DEMO_WHEELHOUSE="$dir/wheelhouse"
-bash "$fleet" wheelhouse "$LLMOPS_DEMO_WHEELHOUSE" sglang==0.5.9
+phase "Downloading the SGLang release for the hosts' wheelhouse (they have no route to PyPI)" \
+  bash "$fleet" wheelhouse "$LLMOPS_DEMO_WHEELHOUSE" sglang==0.5.9
+phase "Building the host root file system (cached after the first run)" bash "$fleet" rootfs
+flock -u 7 && exec 7>&-
 
-step "Building the host root file system (cached after the first run)"
-bash "$fleet" rootfs
-
+rc=0
+# one inventory per mode: two modes can run at once on this state directory
+inventory="$dir/demo-hosts-$scenario.yml"
 # shellcheck disable=SC2317  # runs from the EXIT trap
 cleanup() {
-  if [ "${LLMOPS_DEMO_KEEP:-0}" != 1 ]; then
-    step "Stopping the demo hosts"
-    bash "$fleet" down "${nodes[@]}" || true
+  local status=$?
+  if [ "${LLMOPS_DEMO_KEEP:-0}" = 1 ]; then
+    echo "== The hosts stay up (LLMOPS_DEMO_KEEP=1). Reach one: $(fleet_cmd) ssh ${nodes[0]} systemctl status sglang"
+    echo "   Stop them: $(fleet_cmd) down ${nodes[*]}"
+  else
+    printf '== Stopping the demo hosts ... '
+    local t0
+    t0=$(date +%s.%N)
+    bash "$fleet" down "${nodes[@]}" >>"$log" 2>&1 || true
+    printf '%s s\n' "$(seconds_since "$t0")"
   fi
+  echo "demo ($scenario) finished in $(seconds_since "$t_demo") s with exit code $status; the full log: $log"
 }
 trap cleanup EXIT
 
-step "Booting ${#nodes[@]} systemd-nspawn hosts"
-bash "$fleet" down "${nodes[@]}" >/dev/null 2>&1 || true
-bash "$fleet" up "${nodes[@]}"
-bash "$fleet" inventory --group sglang "$dir/demo-hosts.yml" "${nodes[@]}"
+# shellcheck disable=SC2317  # runs through phase (or the EXIT trap)
+# (set -e does not reach into a function that phase runs behind ||: every step returns on failure)
+boot() {
+  bash "$fleet" down "${nodes[@]}" || true
+  bash "$fleet" up "${nodes[@]}" || return
+  bash "$fleet" inventory --group sglang "$inventory" "${nodes[@]}"
+}
+phase "Booting ${#nodes[@]} systemd-nspawn host(s): ${nodes[*]}" boot
 
-if [ "$scenario" = tune ]; then
-  step "ansible-playbook llmops.sglang.tune (variants: demo/tune-variants.yml)"
-  start=$(date +%s)
-  set +e
-  ansible-playbook llmops.sglang.tune \
-    -i "$dir/demo-hosts.yml" -i "$repo/demo/inventory.yml" \
-    -e llmops_demo=tune -e @"$repo/demo/tune-variants.yml"
-  rc=$?
-  set -e
-  echo
-  echo "tune playbook finished in $(( $(date +%s) - start ))s with exit code $rc"
-  exit $rc
-fi
-
-deploy() {
-  ansible-playbook llmops.sglang.deploy -i "$dir/demo-hosts.yml" -i "$repo/demo/inventory.yml" -e llmops_demo="$scenario" "$@"
+# playbook LABEL TITLE NAME ARGS...: run one playbook of the collection against the demo hosts; its time and exit code
+# after, under LABEL.
+playbook() {
+  local label=$1 title=$2 name=$3 t0 status=0
+  shift 3
+  echo "== $title"
+  printf '\n== %s\n' "$title" >>"$log"
+  t0=$(date +%s.%N)
+  ansible-playbook "$name" -i "$inventory" -i "$repo/demo/inventory.yml" "$@" || status=$?
+  echo "== $label finished in $(seconds_since "$t0") s with exit code $status"
+  return "$status"
 }
 
-step "ansible-playbook llmops.sglang.deploy ($scenario): install, configure, start, follow each start until it serves"
-start=$(date +%s.%N)
-set +e
+if [ "$scenario" = tune ]; then
+  playbook tune "ansible-playbook llmops.sglang.tune (variants: demo/tune-variants.yml)" llmops.sglang.tune \
+    -e llmops_demo=tune -e @"$repo/demo/tune-variants.yml" || rc=$?
+  exit "$rc"
+fi
+
+title="ansible-playbook llmops.sglang.deploy ($scenario): install, configure, start, follow each start until it serves"
 if [ "$scenario" = crash ]; then
   # the rows of the table are data: select the crashed hosts and their signature with JMESPath
-  deploy -e "sglang_report_query=[?status=='crashed'].{host:host,signature:signature}"
-else
-  deploy
+  playbook deploy "$title" llmops.sglang.deploy -e llmops_demo=crash \
+    -e "sglang_report_query=[?status=='crashed'].{host:host,signature:signature}" || rc=$?
+  [ "$rc" -ne 0 ] && echo "(expected: the crash demo's hosts fail; the table says where and why)"
+  exit "$rc"
 fi
-rc=$?
-set -e
-echo
-echo "deploy playbook finished in $(seconds_since "$start")s with exit code $rc"
-if [ "$scenario" = crash ] && [ "$rc" -ne 0 ]; then
-  echo "(expected: the crash demo's hosts fail, and the table above says where and why)"
+playbook "first deploy" "$title" llmops.sglang.deploy -e llmops_demo=ready || rc=$?
+if [ "$rc" -eq 0 ]; then
+  playbook "second deploy" "ansible-playbook llmops.sglang.deploy again: nothing changed, so each host is one check (changed=0)" \
+    llmops.sglang.deploy -e llmops_demo=ready || rc=$?
 fi
 if [ "$rc" -eq 0 ]; then
-  step "ansible-playbook llmops.sglang.deploy again: nothing changed, so each host is one check (changed=0)"
-  start=$(date +%s.%N)
-  deploy
-  echo
-  echo "second deploy finished in $(seconds_since "$start")s"
-  step "ansible-playbook llmops.sglang.check (read-only: driver, patch state and readiness)"
-  ansible-playbook llmops.sglang.check \
-    -i "$dir/demo-hosts.yml" -i "$repo/demo/inventory.yml" -e llmops_demo="$scenario"
+  playbook check "ansible-playbook llmops.sglang.check (read-only: driver, patch state and readiness)" \
+    llmops.sglang.check -e llmops_demo=ready || rc=$?
 fi
-exit $rc
+exit "$rc"

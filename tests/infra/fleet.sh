@@ -439,8 +439,23 @@ boot_failure() {
     exit 1
 }
 
+# systemd in each host takes about 8 inotify instances of root's (journald, logind, udev, PID 1 itself); the kernel's
+# default of 128 per user lets about 15 hosts run on a machine, and the 16th fails to boot with "Failed to allocate
+# manager object: Too many open files". Raised for as long as the machine runs (not written to /etc/sysctl.d).
+INOTIFY_INSTANCES=1024
+ensure_inotify() {
+    local now
+    now=$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo "$INOTIFY_INSTANCES")
+    if ((now < INOTIFY_INSTANCES)); then
+        log "raising fs.inotify.max_user_instances from $now to $INOTIFY_INSTANCES (each test host's systemd takes about 8)"
+        echo "$INOTIFY_INSTANCES" >/proc/sys/fs/inotify/max_user_instances ||
+            log "could not raise fs.inotify.max_user_instances: with more than about $((now / 8)) hosts up, a boot fails with 'Too many open files'"
+    fi
+}
+
 cmd_up() {
     need_root up
+    ensure_inotify
     local persist=0
     [[ ${LLMOPS_FLEET_PERSIST:-} == 1 ]] && persist=1
     if [[ ${1:-} == --persist ]]; then
