@@ -152,6 +152,21 @@ def wheelhouse_for_test(work, version: str) -> Path:
     return wheelhouse
 
 
+def server_flags(version: str) -> dict:
+    """The server flags SGLang ``version`` defines, read from its wheel's source by the collection's own parser
+    (module_utils/sglang/_flags.py), as llmops.sglang.sglang_server_flags returns them."""
+    from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _flags  # pylint: disable=import-outside-toplevel
+    with zipfile.ZipFile(str(wheel_path(version))) as wheel:
+        names = set(wheel.namelist())
+
+        def load(modname):
+            for rel in _flags.module_relpath(modname):
+                if rel in names:
+                    return wheel.read(rel).decode('utf-8')
+            return None
+        return _flags.parse_server_flags(load)
+
+
 def tree_path(version: str) -> Path:
     """Return ``<cache>/trees/<version>`` holding ``sglang/...`` site files and the dist-info METADATA."""
     trees = cache_root() / 'trees'

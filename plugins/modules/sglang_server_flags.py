@@ -161,7 +161,7 @@ flag_values:
   returned: success
   type: dict
   version_added: 0.2.0
-  sample: {"--tp-size": {type: int, choices: null, nargs: null, source: "sglang/srt/server_args.py:3303"}}
+  sample: {"--tp-size": {type: int, choices: null, nargs: null, source: "sglang/srt/server_args.py:3301"}}
 source_files:
   description: The SGLang source files the flags were read from, relative to the directory above the package.
   returned: when the flags were read (also when O(args) fails the check)

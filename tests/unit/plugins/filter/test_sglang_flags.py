@@ -33,18 +33,9 @@ import sglang_argparse_env  # noqa: E402  pylint: disable=wrong-import-position
 @functools.lru_cache(maxsize=None)
 def wheel_loader_parse(version):
     try:
-        wheel = sglang_wheels.wheel_path(version)
+        return sglang_wheels.server_flags(version)
     except sglang_wheels.WheelUnavailable as exc:
         pytest.fail('SGLang %s is needed from PyPI for this test and could not be fetched:\n%s' % (version, exc))
-    zf = zipfile.ZipFile(str(wheel))
-    names = set(zf.namelist())
-
-    def load(modname):
-        for rel in sf.module_relpath(modname):
-            if rel in names:
-                return zf.read(rel).decode('utf-8')
-        return None
-    return sf.parse_server_flags(load)
 
 
 def entry(parsed, flag):
