@@ -173,6 +173,18 @@ class SizeResult:
         return statistics.median(self.pings) if self.pings else 0.0
 
 
+def one_at_a_time(work: Path, name: str):
+    """The benchmark's lock on ``work`` (kept open for the whole run), or None (said why) when another run holds it."""
+    lock = open(work / ".lock", "w")  # noqa: SIM115 - the caller keeps it for the whole run
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"another {name} holds {work / '.lock'}: one benchmark at a time", file=sys.stderr)
+        lock.close()
+        return None
+    return lock
+
+
 def log(msg: str) -> None:
     print(f"[fleet_deploy {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -527,11 +539,8 @@ def main() -> int:
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     (work / "tmp").mkdir(exist_ok=True)
-    lock = open(work / ".lock", "w")  # noqa: SIM115 - held for the whole run
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"another fleet_deploy.py holds {work / '.lock'}: one benchmark at a time", file=sys.stderr)
+    lock = one_at_a_time(work, "fleet_deploy.py")  # held for the whole run
+    if lock is None:
         return 2
 
     env = dict(os.environ)

@@ -11,6 +11,9 @@
 #                             # NCCL "unhandled system error" at start
 #   bash demo/run.sh tune     # the seeds' tuning experiment with llmops.sglang.tune on the first host: baseline, SM120
 #                             # fusion (regression, rolled back), NCCL_ALGO=Tree (crash, rolled back), one table
+#   bash demo/run.sh fleet    # the real SGLang model gateway (smg from PyPI) on a fourth host in front of the three,
+#                             # load through it, a change rolled across the workers with llmops.sglang.roll (drained,
+#                             # changed, proven back in rotation), and the count of failed requests at the end
 #
 # The screen shows one line per phase with its time, and the playbooks' output through the collection's stdout
 # callback llmops.sglang.brief; everything (the set-up's output, and each playbook as ansible.builtin.default prints
@@ -18,14 +21,15 @@
 #
 # Needs root on a Debian 12 / Ubuntu 24.04 machine with network access to PyPI and the Debian archive; no GPU.
 # LLMOPS_DEMO_KEEP=1 leaves the hosts up (the demo prints how to reach and stop them),
-# LLMOPS_DEMO_NODES="a b c" names the hosts, LLMOPS_FLEET_DIR moves the state (default /var/tmp/llmops-fleet),
+# LLMOPS_DEMO_NODES="a b c" names the hosts (LLMOPS_DEMO_GATEWAY the fleet mode's gateway host, default gateway1),
+# LLMOPS_FLEET_DIR moves the state (default /var/tmp/llmops-fleet),
 # LLMOPS_CONTROLLER_PYTHON picks the controller's interpreter (default: the newest Python >= 3.12, else python3).
 set -euo pipefail
 
 scenario=${1:-ready}
 case "$scenario" in
-  ready | crash | tune) ;;
-  *) echo "demo/run.sh: unknown mode '$scenario'; usage: $0 [ready|crash|tune]" >&2; exit 2 ;;
+  ready | crash | tune | fleet) ;;
+  *) echo "demo/run.sh: unknown mode '$scenario'; usage: $0 [ready|crash|tune|fleet]" >&2; exit 2 ;;
 esac
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,8 +43,11 @@ if [ "${#nodes[@]}" -eq 0 ]; then
   echo "demo/run.sh: LLMOPS_DEMO_NODES names no host; give one name per host, e.g. LLMOPS_DEMO_NODES=\"a b c\"" >&2
   exit 2
 fi
-# the tune demo runs on the first host alone
+# the tune demo runs on the first host alone; the fleet demo adds the gateway's host
 [ "$scenario" = tune ] && nodes=("${nodes[0]}")
+workers=("${nodes[@]}")
+gateway=${LLMOPS_DEMO_GATEWAY:-gateway1}
+[ "$scenario" = fleet ] && nodes+=("$gateway")
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "demo/run.sh boots systemd-nspawn hosts and network namespaces: run it as root" >&2
@@ -117,6 +124,13 @@ export ANSIBLE_LOG_PATH="$log"
 export LLMOPS_DEMO_WHEELHOUSE="$dir/wheelhouse"
 phase "Downloading the SGLang release for the hosts' wheelhouse (they have no route to PyPI)" \
   bash "$fleet" wheelhouse "$LLMOPS_DEMO_WHEELHOUSE" sglang==0.5.9
+if [ "$scenario" = fleet ]; then
+  export LLMOPS_DEMO_GATEWAY_WHEELHOUSE="$dir/gateway-wheelhouse"
+  phase "Downloading the gateway (smg) and its dependencies for the hosts' Python 3.11" \
+    bash "$fleet" wheelhouse "$LLMOPS_DEMO_GATEWAY_WHEELHOUSE" --only-binary=:all: --platform manylinux2014_x86_64 \
+    --python-version 3.11 smg==1.13.0 setproctitle==1.3.8 grpcio==1.85.3 grpcio-health-checking==1.85.1 \
+    protobuf==7.36.2 pyyaml==6.0.4 typing_extensions==4.16.0
+fi
 phase "Building the host root file system (cached after the first run)" bash "$fleet" rootfs
 flock -u 7 && exec 7>&-
 
@@ -145,7 +159,8 @@ trap cleanup EXIT
 boot() {
   bash "$fleet" down "${nodes[@]}" || true
   bash "$fleet" up "${nodes[@]}" || return
-  bash "$fleet" inventory --group sglang "$inventory" "${nodes[@]}"
+  bash "$fleet" inventory --group sglang "$inventory" "${workers[@]}" || return
+  [ "$scenario" != fleet ] || bash "$fleet" inventory --group sglang_gateway "$dir/demo-gateway-$scenario.yml" "$gateway"
 }
 phase "Booting ${#nodes[@]} systemd-nspawn host(s): ${nodes[*]}" boot
 
@@ -161,6 +176,39 @@ playbook() {
   echo "== $label finished in $(seconds_since "$t0") s with exit code $status"
   return "$status"
 }
+
+if [ "$scenario" = fleet ]; then
+  # the gateway and its workers: the hosts' inventories and demo/fleet.yml instead of demo/inventory.yml
+  fleet_playbook() {
+    local label=$1 title=$2 name=$3 t0 status=0
+    shift 3
+    echo "== $title"
+    printf '\n== %s\n' "$title" >>"$log"
+    t0=$(date +%s.%N)
+    ansible-playbook "$name" -i "$inventory" -i "$dir/demo-gateway-$scenario.yml" -i "$repo/demo/fleet.yml" "$@" || status=$?
+    echo "== $label finished in $(seconds_since "$t0") s with exit code $status"
+    return "$status"
+  }
+  fleet_playbook deploy "ansible-playbook llmops.sglang.deploy: three SGLang workers (the stand-in), metrics on" \
+    llmops.sglang.deploy || exit $?
+  fleet_playbook gateway "ansible-playbook llmops.sglang.gateway: the SGLang model gateway in front of them" \
+    llmops.sglang.gateway || exit $?
+  load="$dir/demo-fleet-load.jsonl"
+  rm -f "$load" "$load.stop"
+  echo "== Load through the gateway: 6 streams of 64 tokens at a time, from the test network's hub namespace"
+  PYTHONPATH="$dir/collections" ip netns exec llmops-hub "$venv/bin/python" "$repo/benchmarks/rolling_change.py" load \
+    --url "http://$(cat "$dir/nodes/$gateway.addr"):30080" --out "$load" --stop-file "$load.stop" --concurrency 6 \
+    --max-tokens 64 --max-load-seconds 1800 >>"$log" 2>&1 &
+  load_pid=$!
+  sleep 10
+  fleet_playbook roll "ansible-playbook llmops.sglang.roll: a changed environment variable rolled across the workers" \
+    llmops.sglang.roll -e llmops_demo_revision=2 || rc=$?
+  sleep 5
+  touch "$load.stop"
+  wait "$load_pid" || true
+  "$venv/bin/python" "$repo/benchmarks/rolling_change.py" summary "$load" || { [ "$rc" -ne 0 ] || rc=1; }
+  exit "$rc"
+fi
 
 if [ "$scenario" = tune ]; then
   playbook tune "ansible-playbook llmops.sglang.tune (variants: demo/tune-variants.yml)" llmops.sglang.tune \

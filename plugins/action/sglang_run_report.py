@@ -113,7 +113,7 @@ class ActionModule(ActionBase):
         final = not hosts or hosts[-1] in batch or any(not r.ok for r in rows if r.host in batch)
         if final:
             display.display('\n'.join([summary_line(args['kind'], rows, bool(self._task.check_mode)), '']
-                                      + render(rows, columns_for(parts))))
+                                      + render(rows, columns_for(parts, rows))))
         result.update(changed=False, rows=data, failed_hosts=[r.host for r in rows if not r.ok and r.status != 'not run'],
                       printed=final)
         if args['path']:

@@ -90,11 +90,13 @@ class HostRow:
 
 @dataclass(frozen=True)
 class Part:
-    """A registered variable that adds to each host's row (see the module docstring)."""
+    """A registered variable that adds to each host's row (see the module docstring). An ``optional`` part's columns
+    appear only when some row has a value for them (a gateway column in a fleet without a gateway would be empty)."""
 
     var: str
     fill: Callable[[HostRow, Any], None]
     columns: Tuple[Column, ...] = ()
+    optional: bool = False
 
 
 BASE_COLUMNS = (
@@ -120,10 +122,11 @@ def first_sentence(text: Any, limit: int = REASON_CHARS) -> str:
     return one_line(line[:end] if end > 0 else line.rstrip('.'), limit)
 
 
-def columns_for(parts: Tuple[Part, ...]) -> List[Column]:
+def columns_for(parts: Tuple[Part, ...], rows: Optional[List[HostRow]] = None) -> List[Column]:
     """The base columns with every part's columns inserted after the column they name, else before REASON (which
-    stays last: it is the widest)."""
-    added = [col for part in parts for col in part.columns]
+    stays last: it is the widest); an optional part's columns only when one of ``rows`` has a value for them."""
+    added = [col for part in parts for col in part.columns
+             if not part.optional or any(row.extra.get(col.key) not in (None, '') for row in rows or [])]
     columns = list(BASE_COLUMNS[:-1]) + [col for col in added if col.after is None] + [BASE_COLUMNS[-1]]
     for col in (c for c in added if c.after is not None):
         keys = [c.key for c in columns]

@@ -184,6 +184,16 @@ def fill_check_patch(row: HostRow, patch: Dict[str, Any]) -> None:
     row.extra['sm120'] = ', '.join('%d %s' % (n, status) for status, n in sorted(counts.items())) or one_line(patch.get('msg'), 40)
 
 
+def fill_gateway(row: HostRow, seen: Dict[str, Any]) -> None:
+    """What the SGLang model gateway thinks of this host's server (the check's ``check_gateway``: the gateway's entry for
+    the worker's URL, or ``{'state': 'not registered'}``); shown beside what the host says, it fails nothing."""
+    if not _is_dict(seen) or not seen.get('state'):
+        return
+    row.extra['gateway'] = seen['state']
+    row.extra['gateway_worker'] = dict((k, seen.get(k)) for k in ('url', 'status', 'healthy', 'circuit', 'load', 'in_rotation')
+                                       if k in seen)
+
+
 CHECK_PARTS: Tuple[Part, ...] = (
     Part('check_ready', fill_check_ready),
     Part('check_driver', fill_check_driver, (Column('driver', 'DRIVER'),)),
@@ -191,6 +201,7 @@ CHECK_PARTS: Tuple[Part, ...] = (
     Part('check_patch', fill_check_patch, (Column('sm120', 'SM120 PATCH'),)),
     Part('check_smoke', fill_smoke, SMOKE_COLUMNS),
     Part('check_starts', fill_startup, STARTUP_COLUMNS),
+    Part('check_gateway', fill_gateway, (Column('gateway', 'GATEWAY'),), optional=True),
     Part(FAILURE_VAR, fill_failure),
 )
 

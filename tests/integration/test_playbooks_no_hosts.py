@@ -44,19 +44,25 @@ def run(tmp_path, name, *args, inventory=True):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+# the variable that sets each playbook's host pattern, and its default (a group the test inventory does not have)
+PATTERNS = {'tune': ('sglang_tune_hosts', 'sglang'), 'gateway': ('sglang_gateway_hosts', 'sglang_gateway'),
+            'roll': ('sglang_roll_gateway_group', 'sglang_gateway')}
+
+
 def var_of(name):
-    return 'sglang_tune_hosts' if name == 'tune' else 'sglang_deploy_hosts'
+    return PATTERNS.get(name, ('sglang_deploy_hosts', 'sglang'))[0]
 
 
 def test_every_playbook_is_covered():
-    assert {'deploy', 'check', 'tune'} <= set(PLAYBOOKS), PLAYBOOKS
+    assert {'deploy', 'check', 'tune', 'gateway', 'roll'} <= set(PLAYBOOKS), PLAYBOOKS
 
 
 @pytest.mark.parametrize('name', PLAYBOOKS)
 def test_a_pattern_that_matches_no_host_fails(tmp_path, name):
-    rc, out = run(tmp_path, name)  # the default pattern, group "sglang", is not in the inventory
+    rc, out = run(tmp_path, name)  # the default pattern is not a group of the inventory
     assert rc != 0, out
-    assert "llmops.sglang.%s: the host pattern 'sglang' (%s) matches no host" % (name, var_of(name)) in out, out
+    pattern = PATTERNS.get(name, ('sglang_deploy_hosts', 'sglang'))[1]
+    assert "llmops.sglang.%s: the host pattern '%s' (%s) matches no host" % (name, pattern, var_of(name)) in out, out
     assert 'groups gpu' in out and 'Nothing was run' in out, out
     assert 'PLAY [' not in out and 'PLAY RECAP' not in out, out  # failed before any play started
 

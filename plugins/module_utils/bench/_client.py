@@ -63,6 +63,8 @@ class Request1:
         self.input_tokens = 0
         self.output_tokens = 0
         self.end = None
+        # the stream's last event said why it ended (``meta_info.finish_reason``): a stream cut short never does
+        self.finished = False
 
     def follow(self, events, start, clock):
         """Read the stream's events, timing every chunk that brought text."""
@@ -71,6 +73,8 @@ class Request1:
             meta = event.get('meta_info') or {}
             if meta.get('prompt_tokens') is not None:
                 self.input_tokens = int(meta['prompt_tokens'])
+            if meta.get('finish_reason'):
+                self.finished = True
             if not event.get('text'):
                 continue
             now = clock()

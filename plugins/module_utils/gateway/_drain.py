@@ -6,9 +6,9 @@
 
 The gateway's own removal only waits ``drain_settle_secs``, a fixed sleep; this reads the server itself: its running
 and waiting requests (``/metrics`` with ``--enable-metrics``, else ``/get_load``), every ``interval`` seconds, until
-``idle_readings`` readings in a row say 0. Past ``timeout`` the ``policy`` decides: ``proceed`` (go on with the change;
-what still runs is cut by the restart, and the result says how many), ``fail`` (stop here, nothing was changed),
-``wait`` (keep waiting until idle, up to ``max_wait``, then fail).
+``idle_readings`` readings in a row say 0. Past ``timeout`` the ``policy`` decides: ``proceed`` (go on with the change,
+saying how many still run: SGLang lets them end after SIGTERM within the unit's stop timeout), ``fail`` (stop here,
+nothing was changed), ``wait`` (keep waiting until idle, up to ``max_wait``, then fail).
 
 A server that refuses the connection has nothing in flight (it is not running): that reading counts as idle. Any other
 failed reading (timeout, 401, an answer without the figures) counts as not idle, so a drain never ends on a guess.
@@ -78,8 +78,8 @@ def decide(readings: List[Reading], settings: DrainSettings) -> Decision:
     still = last.busy
     what = _describe(last)
     if settings.policy == 'proceed':
-        return Decision('proceed', 'still %s after %.0fs (drain_timeout); proceeding (policy proceed): what still runs '
-                        'is cut by the restart' % (what, last.at), still)
+        return Decision('proceed', 'still %s after %.0fs (drain_timeout); proceeding (policy proceed): they run on through '
+                        'the server\'s own SIGTERM drain until the unit\'s stop timeout' % (what, last.at), still)
     if settings.policy == 'wait' and last.at < settings.max_wait:
         return Decision('continue', 'still %s after %.0fs, past drain_timeout %.0fs; waiting (policy wait, at most %.0fs)'
                         % (what, last.at, settings.timeout, settings.max_wait), still)
@@ -120,6 +120,7 @@ class DrainResult:
     still_running: Optional[int]
     reason: str
     readings: List[Reading] = field(default_factory=list)
+    source: str = ''
 
     @property
     def drained(self) -> Optional[int]:
@@ -162,4 +163,4 @@ class Drainer:
             self.sleep(self.settings.interval)
         busy = [r.busy for r in readings if r.busy is not None]
         return DrainResult(decision.action, round(self.clock() - start, 3), readings[0].busy, max(busy) if busy else None,
-                           decision.still_running, decision.reason, readings)
+                           decision.still_running, decision.reason, readings, self.source)

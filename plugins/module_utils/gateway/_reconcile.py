@@ -67,16 +67,18 @@ class Changes:
 
 
 def changes(wanted: List[Wanted], have: List[GatewayWorker], state: str, exclusive: bool = False) -> Changes:
-    """``present``: add the missing ones, replace one registered with another type or a ``failed`` one (terminal in the
-    gateway: it is registered again); ``exclusive`` also removes every worker not wanted. ``absent``: remove the wanted
-    ones that are still routable or registered (one already ``draining`` is on its way out)."""
+    """``present``: add the missing ones and those still ``draining`` from an earlier removal, replace one registered with
+    another type or a ``failed`` one (terminal in the gateway: it is registered again); ``exclusive`` also removes every
+    worker not wanted. ``absent``: remove the wanted ones that are still routable or registered (one already
+    ``draining`` is on its way out)."""
     out = Changes()
     if state == 'absent':
         out.remove = [w for w in (find(have, x.url) for x in wanted) if w is not None and w.status != 'draining']
         return out
     for item in wanted:
         current = find(have, item.url)
-        if current is None:
+        if current is None or current.status == 'draining':
+            # a draining worker is on its way out (the gateway drops it after drain_settle_secs): registered again once gone
             out.add.append(item)
         elif current.worker_type != item.worker_type or current.status == 'failed':
             out.remove.append(current)

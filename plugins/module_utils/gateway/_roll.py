@@ -338,15 +338,15 @@ def _dict(value: Any) -> Dict[str, Any]:
     return value if isinstance(value, dict) and not value.get('skipped') else {}
 
 
-def worker_outcome(worker: Dict[str, Any], batch: int, facts: Dict[str, Dict[str, Any]]) -> WorkerOutcome:
-    """What happened to ``worker`` (a plan entry) up to its change, from what its hosts registered: ``facts[host]`` has
-    ``drain`` (llmops.sglang.sglang_drain on node rank 0), ``failure`` (the change's failed task), ``deployment`` (the
-    role's no-change check), ``wait`` (the role's readiness wait), ``gate`` (the role's rollback record),
-    ``change_seconds``."""
+def worker_outcome(worker: Dict[str, Any], batch: int, drain: Dict[str, Any], facts: Dict[str, Dict[str, Any]],
+                   change_seconds: Optional[float] = None) -> WorkerOutcome:
+    """What happened to ``worker`` (a plan entry) up to its change: ``drain`` is its drain (one of the ``drains`` of
+    llmops.sglang.sglang_gateway_rotation, empty when the batch never left rotation); ``facts[host]`` holds what its
+    hosts registered - ``result`` (the llmops.sglang.sglang_service role's public ``sglang_service_result``) and
+    ``failure`` (the task that failed the change, caught by the roll)."""
     name = worker['name']
     out = WorkerOutcome(name, worker.get('url', ''), batch)
-    rank0 = facts.get(name, {})
-    drain = _dict(rank0.get('drain'))
+    drain = _dict(drain)
     if not drain:
         out.reason = 'not taken out of rotation'
         return out
@@ -355,34 +355,35 @@ def worker_outcome(worker: Dict[str, Any], batch: int, facts: Dict[str, Dict[str
     if out.drain == 'fail':
         out.serves, out.status, out.reason = True, 'untouched', drain.get('reason') or 'drain failed'
         return out
-    failures = [_dict(facts.get(h, {}).get('failure')) for h in worker.get('hosts') or [name]]
-    failure = next((f for f in failures if f), {})
-    gate = _dict(rank0.get('gate'))
-    wait = _dict(rank0.get('wait'))
-    out.change_seconds = rank0.get('change_seconds')
-    out.start, out.start_seconds = wait.get('status') or '', wait.get('elapsed')
-    if gate.get('rolled_back'):
-        previous = (gate.get('after_rollback') or {}).get('status')
+    out.change_seconds = change_seconds
+    result = _dict(facts.get(name, {}).get('result'))
+    failure = next((f for f in (_dict(facts.get(h, {}).get('failure')) for h in worker.get('hosts') or [name]) if f), {})
+    outcome, status = result.get('outcome'), result.get('status')
+    if outcome in ('started', 'restarted', 'rolled back'):
+        out.start, out.start_seconds = status or '', result.get('elapsed')
+    if outcome == 'rolled back':
+        rollback = _dict(result.get('rollback'))
+        previous = _dict(rollback.get('after')).get('status')
         out.change, out.serves = 'rolled back', previous == 'ready'
-        out.change_detail = failure.get('msg') or gate.get('status') or ''
+        out.change_detail = rollback.get('msg') or result.get('msg') or ''
         out.reason = 'the change failed (%s) and was rolled back; the previous configuration is %s' % (
-            gate.get('status') or 'failed', previous or 'unknown')
-    elif failure:
-        out.change, out.serves = 'failed', False
-        out.change_detail = out.reason = '%s: %s' % (failure.get('task') or 'the change', failure.get('msg') or 'failed')
+            rollback.get('status') or 'failed', previous or 'unknown')
+    elif status == 'ready' and outcome in ('unchanged', 'started', 'restarted', 'not started'):
+        out.change = 'unchanged' if outcome == 'unchanged' else 'changed'
+        out.change_detail = '; '.join(result.get('reasons') or [])
+        out.serves = True
     else:
-        deployment = _dict(rank0.get('deployment'))
-        current = bool(deployment.get('current'))
-        out.change = 'unchanged' if current else 'changed'
-        out.change_detail = '' if current else '; '.join(deployment.get('reasons') or [])
-        out.serves = current or wait.get('status') == 'ready'
+        out.change, out.serves = 'failed', False
+        why = result.get('msg') or failure.get('msg') or 'the sglang_service role published no result'
+        out.change_detail = out.reason = '%s: %s' % (failure.get('task') or 'the change', why) if failure.get('task') else why
     return out
 
 
-def judge(outcomes: List[WorkerOutcome], back: Dict[str, Any], routes: Dict[str, Dict[str, Any]]) -> Tuple[str, str, List[str]]:
+def judge(outcomes: List[WorkerOutcome], back: Dict[str, Any]) -> Tuple[str, str, List[str]]:
     """After the batch was put back: each outcome's ``returned``, ``status`` and ``reason``; returns (``continue`` |
     ``stop``, why, the URLs to take out of rotation again: back but not proven). ``back`` is the result of putting the
-    serving workers back (llmops.sglang.sglang_gateway_workers), ``routes`` the route proof per URL."""
+    serving workers back (llmops.sglang.sglang_gateway_rotation, its ``proofs`` the route proof per worker)."""
+    routes = dict((r['worker'], r) for r in back.get('proofs') or [] if isinstance(r, dict) and r.get('worker'))
     waiting = dict((back.get('verdict') or {}).get('waiting') or {})
     waiting.update((back.get('verdict') or {}).get('failed') or {})
     take_out = []
@@ -391,10 +392,10 @@ def judge(outcomes: List[WorkerOutcome], back: Dict[str, Any], routes: Dict[str,
             out.returned = False if out.drain is not None else None
             out.status = 'stopped' if out.drain is not None else 'untouched'
             continue
-        route = routes.get(out.url) or {}
-        in_rotation = not any(same_url(url, out.url) for url in waiting) and back.get('ok', False)
+        route = next((r for url, r in routes.items() if same_url(url, out.url)), {})
+        in_rotation = not any(same_url(url, out.url) for url in waiting) and bool((back.get('verdict') or {}).get('done'))
         out.returned = in_rotation and bool(route.get('ok'))
-        out.return_seconds = round(float(back.get('waited') or 0) + float(route.get('seconds') or 0), 3)
+        out.return_seconds = round(float(back.get('waited') or 0) + float(route.get('seconds') or 0), 1)
         if not out.returned:
             why = ('the gateway reports it %s' % next((s for u, s in waiting.items() if same_url(u, out.url)), 'not in rotation')
                    if not in_rotation else route.get('reason') or 'no request through the gateway reached it')

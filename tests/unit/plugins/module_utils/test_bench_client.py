@@ -154,3 +154,16 @@ def test_the_nccl_tree_set_crashes_at_start_with_the_recorded_nccl_log(tmp_path,
     proc, url = standin(tmp_path, profile, env={'NCCL_ALGO': 'Tree'})
     proc.wait(30)
     assert proc.returncode == 1
+
+
+def test_a_stream_is_finished_only_when_its_last_event_says_why_it_ended():
+    from ansible_collections.llmops.sglang.plugins.module_utils.bench._client import Request1
+    clock = iter([1.0, 1.1, 1.2]).__next__
+    whole = Request1()
+    whole.follow([{'text': 'a', 'meta_info': {'completion_tokens': 1, 'finish_reason': None}},
+                  {'text': 'a b', 'meta_info': {'completion_tokens': 2, 'finish_reason': {'type': 'length', 'length': 2}}}],
+                 0.5, clock)
+    assert (whole.ok, whole.finished, whole.output_tokens) == (True, True, 2)
+    cut = Request1()
+    cut.follow([{'text': 'a', 'meta_info': {'completion_tokens': 1, 'finish_reason': None}}], 0.5, clock)
+    assert (cut.ok, cut.finished) == (True, False)  # a first token and then nothing: ok for TTFT, not a whole answer

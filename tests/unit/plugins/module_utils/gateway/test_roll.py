@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import GatewayWorker
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    RollInputError, RollSettings, WorkerOutcome, batch_verdict, fleet_from_inventory, plan)
+    RollInputError, RollSettings, WorkerOutcome, batch_verdict, fleet_from_inventory, judge, plan, worker_outcome)
 
 HOSTVARS = {
     'node1': {'ansible_host': '10.213.0.11'},
@@ -130,3 +130,61 @@ def test_a_batch_stops_on_a_failed_drain_a_rollback_or_a_worker_that_did_not_ret
     assert batch_verdict([WorkerOutcome('n', drain='idle', change='rolled back', returned=True)])[0] == 'stop'
     assert batch_verdict([WorkerOutcome('n', drain='idle', change='changed', returned=False)])[0] == 'stop'
     assert batch_verdict([WorkerOutcome('n', drain='proceed', change='unchanged', returned=True)])[0] == 'continue'
+
+
+WORKER = {'name': 'node1', 'url': 'http://10.213.0.11:30000', 'hosts': ['node1']}
+IDLE = {'outcome': 'idle', 'seconds': 1.2, 'drained': 2, 'still_running': 0, 'reason': 'nothing in flight'}
+
+
+def result(outcome, status, **more):
+    """The sglang_service role's public result (sglang_service_result) as the roll reads it."""
+    return dict({'outcome': outcome, 'status': status, 'msg': '', 'reasons': [], 'elapsed': None}, **more)
+
+
+def test_worker_outcome_reads_the_drain_and_the_roles_public_result():
+    facts = {'node1': {'result': result('restarted', 'ready', reasons=['inputs changed: sglang_service_environment'],
+                                        elapsed=16.5)}}
+    out = worker_outcome(WORKER, 1, IDLE, facts, 80.0)
+    assert (out.drain, out.drained, out.change, out.serves, out.start, out.start_seconds, out.change_seconds) == (
+        'idle', 2, 'changed', True, 'ready', 16.5, 80.0)
+    assert out.change_detail == 'inputs changed: sglang_service_environment'
+    unchanged = worker_outcome(WORKER, 1, IDLE, {'node1': {'result': result('unchanged', 'ready')}})
+    assert (unchanged.change, unchanged.serves, unchanged.start) == ('unchanged', True, '')
+
+
+def test_worker_outcome_of_a_rollback_a_failure_and_a_failed_drain():
+    rolled = worker_outcome(WORKER, 1, IDLE, {'node1': {
+        'result': result('rolled back', 'crashed', elapsed=4.2, rollback={
+            'msg': 'new configuration: crashed (cuda_oom), rolled back', 'status': 'crashed', 'after': {'status': 'ready'}}),
+        'failure': {'task': 'Report the failed start and the rollback', 'msg': 'The new configuration failed: crashed'}}})
+    assert (rolled.change, rolled.serves, rolled.start) == ('rolled back', True, 'crashed')
+    assert rolled.reason == 'the change failed (crashed) and was rolled back; the previous configuration is ready'
+    lost = worker_outcome(WORKER, 1, IDLE, {'node1': {'result': result('rolled back', 'crashed', rollback={
+        'status': 'crashed', 'after': {'status': 'crashed'}})}})
+    assert (lost.change, lost.serves) == ('rolled back', False)
+    failed = worker_outcome(WORKER, 1, IDLE, {'node1': {'result': result('not started', 'failed', msg='pip failed'),
+                                                        'failure': {'task': 'Install SGLang', 'msg': 'pip: no such version'}}})
+    assert (failed.change, failed.serves, failed.reason) == ('failed', False, 'Install SGLang: pip failed')
+    silent = worker_outcome(WORKER, 1, IDLE, {})
+    assert (silent.change, silent.serves, silent.reason) == ('failed', False, 'the sglang_service role published no result')
+    drain_failed = worker_outcome(WORKER, 1, dict(IDLE, outcome='fail', still_running=3, reason='still 3'), {})
+    assert (drain_failed.change, drain_failed.serves, drain_failed.status) == ('not run', True, 'untouched')
+    never_out = worker_outcome(WORKER, 1, {}, {})
+    assert (never_out.drain, never_out.serves) == (None, False)
+
+
+def test_judge_marks_workers_that_did_not_return_and_stops():
+    good = worker_outcome(WORKER, 1, IDLE, {'node1': {'result': result('restarted', 'ready')}})
+    proven = {'verdict': {'done': True}, 'waited': 1.0,
+              'proofs': [{'worker': WORKER['url'], 'ok': True, 'seconds': 0.4, 'reason': 'routed'}]}
+    assert judge([good], proven) == ('continue', 'every worker of the batch is back in rotation', [])
+    assert (good.returned, good.status, good.return_seconds) == (True, 'rolled', 1.4)
+    again = worker_outcome(WORKER, 1, IDLE, {'node1': {'result': result('restarted', 'ready')}})
+    stuck = {'verdict': {'done': False, 'waiting': {WORKER['url']: 'not ready'}}, 'waited': 20.0, 'proofs': []}
+    action, why, take_out = judge([again], stuck)
+    assert (action, take_out, again.returned, again.status) == ('stop', [WORKER['url']], False, 'stopped')
+    assert 'the gateway reports it not ready' in why
+    unproven = worker_outcome(WORKER, 1, IDLE, {'node1': {'result': result('restarted', 'ready')}})
+    action, _why, take_out = judge([unproven], {'verdict': {'done': True}, 'proofs': [
+        {'worker': WORKER['url'], 'ok': False, 'reason': 'none reached it'}]})
+    assert (action, take_out, unproven.reason) == ('stop', [WORKER['url']], 'did not return to rotation: none reached it; left out of rotation')
