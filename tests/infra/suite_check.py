@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -42,6 +44,20 @@ def listeners():
         except OSError:
             continue
     return found
+
+
+def fleet_prefix(fleet_dir):
+    """The network-namespace prefix tests/infra/fleet.sh gives the test hosts of ``fleet_dir``."""
+    real = os.path.realpath(fleet_dir)
+    if real == '/var/tmp/llmops-fleet':
+        return 'llmops-n-'
+    return 'llmops-x%s-' % hashlib.sha256((real + '\n').encode()).hexdigest()[:6]
+
+
+def foreign(name, fleet_dir):
+    """A namespace of another fleet state directory (a demo or another run on a shared machine), not this suite's."""
+    mine = fleet_prefix(fleet_dir)
+    return not name.startswith(mine) and re.match(r'llmops-(n-|x[0-9a-f]{6}-)', name) is not None
 
 
 def namespaces():
@@ -118,7 +134,12 @@ def socket_owners():
     return owners
 
 
-def findings(before, cgroup_dir, fleet_dir, me):
+def in_scope(path, scope):
+    """A mount the suite could have made: under one of the ``scope`` directories (every directory when none given)."""
+    return not scope or any(path == s or path.startswith(s.rstrip('/') + '/') for s in scope)
+
+
+def findings(before, cgroup_dir, fleet_dir, me, scope=()):
     """Every leftover as a (kind, what, step) tuple; step is None when no step's cgroup holds it."""
     out = []
     for step, pids in step_processes(cgroup_dir).items():
@@ -129,8 +150,10 @@ def findings(before, cgroup_dir, fleet_dir, me):
         pid = owners.get(now[address])
         what = '%s (%s)' % (address, ('%d: %s' % (pid, cmdline(pid))) if pid else 'no process')
         out.append(('listener', what, step_of(pid, cgroup_dir) if pid else None))
-    out.extend(('network namespace', name, None) for name in namespaces() if name not in before['namespaces'])
-    out.extend(('mount', path, None) for path in mounts() if path not in before['mounts'])
+    out.extend(('network namespace', name, None) for name in namespaces()
+               if name not in before['namespaces'] and not foreign(name, fleet_dir))
+    out.extend(('mount', path, None) for path in mounts()
+               if path not in before['mounts'] and in_scope(path, scope) and not foreign(os.path.basename(path), fleet_dir))
     out.extend(('test host', name, None) for name in test_hosts(fleet_dir) if name not in before['test_hosts'])
     return out
 
@@ -153,6 +176,8 @@ def main(argv=None):
     parser.add_argument('action', choices=('snapshot', 'check', 'kill'))
     parser.add_argument('file')
     parser.add_argument('--cgroups', default='', help="the directory of the steps' cgroups")
+    parser.add_argument('--scope', action='append', default=[],
+                        help='a directory the suite works in: only mounts below these count (all when none is given)')
     parser.add_argument('--also', default='', help='a file of leftovers recorded during the run, one per line')
     parser.add_argument('--fleet-dir', default=os.environ.get('LLMOPS_FLEET_DIR', '/var/tmp/llmops-fleet'))
     args = parser.parse_args(argv)
@@ -166,7 +191,7 @@ def main(argv=None):
         return 0
     with open(args.file, encoding='utf-8') as handle:
         before = json.load(handle)
-    left = findings(before, args.cgroups, args.fleet_dir, me)
+    left = findings(before, args.cgroups, args.fleet_dir, me, [os.path.realpath(s) for s in args.scope])
     if args.also and os.path.isfile(args.also):
         with open(args.also, encoding='utf-8') as handle:
             left.extend(('', line.strip(), None) for line in handle if line.strip())

@@ -119,3 +119,28 @@ def test_a_listener_of_this_test_process_is_not_a_step_leftover(tmp_path, steps)
         rc, text = run_check('check', before, '--cgroups', steps, '--fleet-dir', tmp_path / 'fleet')
     mine = [line for line in text.splitlines() if ':%d (' % port in line]
     assert rc == 1 and len(mine) == 1 and 'started by step' not in mine[0]
+
+
+def test_only_this_suites_namespaces_count_not_those_of_another_fleet_on_the_machine():
+    sys.path.insert(0, str(CHECK.parent))
+    import suite_check  # pylint: disable=import-outside-toplevel
+    own = suite_check.fleet_prefix('/var/tmp/llmops-ci/fleet')
+    expected = 'llmops-x%s-' % subprocess.run("realpath -m /var/tmp/llmops-ci/fleet | sha256sum | cut -c1-6", shell=True,
+                                              stdout=subprocess.PIPE, check=True).stdout.decode().strip()
+    assert own == expected  # the prefix tests/infra/fleet.sh gives that state directory
+    assert not suite_check.foreign(own + 'mol-1', '/var/tmp/llmops-ci/fleet')
+    assert suite_check.foreign('llmops-xabcdef-node1', '/var/tmp/llmops-ci/fleet')
+    assert suite_check.foreign('llmops-n-node1', '/var/tmp/llmops-ci/fleet')  # the demo's default state directory
+    assert not suite_check.foreign('llmops-n-node1', '/var/tmp/llmops-fleet')
+    assert not suite_check.foreign('probe-h1', '/var/tmp/llmops-ci/fleet')  # anything else a test made counts
+
+
+def test_a_mount_counts_only_below_the_directories_the_suite_works_in():
+    sys.path.insert(0, str(CHECK.parent))
+    import suite_check  # pylint: disable=import-outside-toplevel
+    scope = ['/var/tmp/llmops-ci', '/run/netns']
+    assert suite_check.in_scope('/var/tmp/llmops-ci/stock-debian/root/proc', scope)
+    assert suite_check.in_scope('/run/netns/llmops-x123456-a', scope)
+    assert not suite_check.in_scope('/var/tmp/llmops-ci-other/x', scope)
+    assert not suite_check.in_scope('/var/tmp/fleet-guard/rootfs.new/sys', scope)  # another run's build on the machine
+    assert suite_check.in_scope('/anything', [])
