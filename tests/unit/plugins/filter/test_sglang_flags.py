@@ -3,16 +3,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """sglang._flags: the server flags of real SGLang releases, read from their source.
 
-Inputs are the released wheels from PyPI (tests/sglang_wheels.py, cached; fails, never skips, without PyPI).
-The facts asserted here were checked by hand against each release's server_args.py / arg_groups sources.
-The last part builds each release's REAL argparse parser (tests/sglang_argparse_env.py: a venv with torch and
-the light packages server_args imports, ``pip install --no-deps sglang==X``) and compares it with the source
-reading, then feeds it command lines rendered by the sglang_cli_args filter.
+Inputs are the released wheels from the cache tests/sglang_wheels.py fills (offline here: a release missing from the
+cache skips its tests, naming the command that fills it). The facts asserted here were checked by hand against each
+release's server_args.py / arg_groups sources. The comparison with each release's REAL argparse parser (a venv with
+torch from PyPI) is an integration test: tests/integration/test_sglang_flags_real_parser.py.
 """
 
 from __future__ import annotations
 
-import functools
 import sys
 import zipfile
 from pathlib import Path
@@ -27,21 +25,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _flags
 TESTS = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS))
 import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
-import sglang_argparse_env  # noqa: E402  pylint: disable=wrong-import-position
-
-
-@functools.lru_cache(maxsize=None)
-def wheel_loader_parse(version):
-    try:
-        return sglang_wheels.server_flags(version)
-    except sglang_wheels.WheelUnavailable as exc:
-        pytest.fail('SGLang %s is needed from PyPI for this test and could not be fetched:\n%s' % (version, exc))
-
-
-def entry(parsed, flag):
-    found = [a for a in parsed['arguments'] if flag in a['flags']]
-    assert len(found) == 1, (flag, found)
-    return found[0]
+from sglang_flag_cases import REAL, entry, server_args_for, wheel_loader_parse  # noqa: E402  pylint: disable=wrong-import-position
 
 
 # (flag, last release without it, first release with it), checked against the released sources
@@ -268,138 +252,6 @@ def test_check_args_against_0_5_9():
 # the REAL argparse parser of installed releases
 # ---------------------------------------------------------------------------------------------------------------
 
-REAL = ['0.4.10', '0.5.9', '0.5.14', '0.5.23']
-
-SERVER_ARGS = {
-    'model-path': '/models/GLM 4.5 Air',
-    'tp_size': 2,
-    'trust-remote-code': True,
-    'disable-radix-cache': False,
-    'mem-fraction-static': 0.82,
-    'cuda-graph-bs': [1, 2, 4],  # --cuda-graph-bs-decode from 0.5.23, see _server_args()
-    'json-model-override-args': {'rope_scaling': {'type': 'yarn', 'factor': 4}},
-    'served-model-name': 'glm "air"',
-    'dist-init-addr': '10.0.0.1:5000',
-    'nnodes': 2,
-    'node-rank': 1,
-    'enable-flashinfer-allreduce-fusion': True,
-}
-NEW_FLAG = {'model-path': 'm', 'enforce-disable-flashinfer-allreduce-fusion': True}
-BAD_SWITCH = {'model-path': 'm', 'trust-remote-code': 'false'}
-
-
-def _server_args(version):
-    args = dict(SERVER_ARGS)
-    if '--cuda-graph-bs' not in wheel_loader_parse(version)['flags']:
-        args = dict((('cuda-graph-bs-decode' if k == 'cuda-graph-bs' else k), v) for k, v in args.items())
-    return args
-
-
-BAD_WORD = 'not-a-choice'
-
-
-@functools.lru_cache(maxsize=None)
-def value_cases(version):
-    """``(flag, word)`` for every flag whose values we check: each of its choices, and values its type refuses (a
-    word for int and float, a fraction for int), a value outside its choices; one command line each, below."""
-    cases = []
-    for flag, spec in sorted(wheel_loader_parse(version)['values'].items()):
-        words = [str(c) for c in spec['choices'] or []]
-        words += {'int': ['8', 'eight', '1.5'], 'float': ['0.85', '85%']}.get(spec['type'], [])
-        if spec['choices']:
-            words.append(BAD_WORD if spec['type'] in ('str', 'custom') else '987654321')
-        cases.extend((flag, word) for word in words)
-    return cases
-
-
-@functools.lru_cache(maxsize=None)
-def real(version):
-    argv = sglang_cli_args(_server_args(version))
-    cases = [argv, sglang_cli_args(NEW_FLAG), sglang_cli_args(BAD_SWITCH), ['--model-path', 'm', '--tp', '2']]
-    # from index 4: one flag and value each (value_cases), checked against what our check says of it
-    cases += [['--model-path', 'm', flag, word] for flag, word in value_cases(version)]
-    try:
-        return argv, sglang_argparse_env.real_parser(version, cases)
-    except (RuntimeError, sglang_wheels.WheelUnavailable) as exc:
-        pytest.fail(str(exc))
-
-
-@pytest.mark.parametrize('version', REAL)
-def test_source_reading_equals_the_real_parser(version):
-    _argv, got = real(version)
-    parsed = wheel_loader_parse(version)
-    real_flags = sorted(f for a in got['actions'] for f in a['flags'])
-    real_switches = sorted(f for a in got['actions'] if a['nargs'] == 0 for f in a['flags'])
-    assert parsed['flags'] == real_flags
-    assert parsed['boolean_flags'] == real_switches
-    real_dest = dict((f, a['dest']) for a in got['actions'] for f in a['flags'])
-    ours_dest = dict((f, a['dest']) for a in parsed['arguments'] for f in a['flags'])
-    assert ours_dest == real_dest
-
-
-@pytest.mark.parametrize('version', REAL)
-def test_rendered_argv_parses_with_the_real_parser(version):
-    argv, got = real(version)
-    parsed = wheel_loader_parse(version)
-    # the checked rendering is the same argv
-    assert sglang_cli_args(_server_args(version), known_flags=parsed['flags'], boolean_flags=parsed['boolean_flags']) == argv
-    # the 0.5.9 dict is wrong for 0.5.23 and the check says so before SGLang would
-    if version == '0.5.23':
-        with pytest.raises(AnsibleFilterError, match=r'--cuda-graph-bs \(did you mean --cuda-graph-bs-decode'):
-            sglang_cli_args(SERVER_ARGS, known_flags=parsed['flags'])
-    result = got['parsed'][0]
-    assert result['ok'], result
-    values = result['values']
-    assert values['model_path'] == '/models/GLM 4.5 Air'
-    # the dest argparse stores --tp-size under (tensor_parallel_size up to 0.5.13), as read from the source
-    assert values[entry(parsed, '--tp-size')['dest']] == 2
-    assert values['trust_remote_code'] is True
-    assert values['disable_radix_cache'] is False
-    assert values['mem_fraction_static'] == 0.82
-    assert values.get('cuda_graph_bs', values.get('cuda_graph_bs_decode')) == [1, 2, 4]
-    assert values['json_model_override_args'] == '{"rope_scaling":{"factor":4,"type":"yarn"}}'
-    assert values['served_model_name'] == 'glm "air"'
-    assert values['dist_init_addr'] == '10.0.0.1:5000'
-    assert (values['nnodes'], values['node_rank']) == (2, 1)
-
-
-@pytest.mark.parametrize('version', REAL)
-def test_unknown_flag_agrees_with_the_real_parser(version):
-    _argv, got = real(version)
-    parsed = wheel_loader_parse(version)
-    real_accepts = got['parsed'][1]['ok']
-    if real_accepts:
-        assert sglang_cli_args(NEW_FLAG, known_flags=parsed['flags']) == ['--model-path', 'm', '--enforce-disable-flashinfer-allreduce-fusion']
-    else:
-        assert got['parsed'][1]['code'] == 2
-        with pytest.raises(AnsibleFilterError, match='--enforce-disable-flashinfer-allreduce-fusion'):
-            sglang_cli_args(NEW_FLAG, known_flags=parsed['flags'])
-    # the flag arrived in 0.5.10
-    assert real_accepts == (version not in ('0.4.10', '0.5.9'))
-
-
-@pytest.mark.parametrize('version', REAL)
-def test_switch_with_a_string_is_caught_before_the_real_parser_rejects_it(version):
-    _argv, got = real(version)
-    parsed = wheel_loader_parse(version)
-    # unchecked, 'false' becomes a stray word that argparse rejects ("unrecognized arguments: false")
-    assert sglang_cli_args(BAD_SWITCH) == ['--model-path', 'm', '--trust-remote-code', 'false']
-    assert got['parsed'][2] == {'ok': False, 'code': 2}
-    with pytest.raises(AnsibleFilterError, match=r'--trust-remote-code takes no value \(it is a switch\)'):
-        sglang_cli_args(BAD_SWITCH, known_flags=parsed['flags'], boolean_flags=parsed['boolean_flags'])
-
-
-@pytest.mark.parametrize('version', REAL)
-def test_abbreviation_is_rejected_although_argparse_may_take_it(version):
-    _argv, got = real(version)
-    parsed = wheel_loader_parse(version)
-    # the flag that the abbreviation expands to comes first among the suggestions
-    with pytest.raises(AnsibleFilterError, match=r'--tp \(did you mean --tp-size'):
-        sglang_cli_args({'tp': 2}, known_flags=parsed['flags'])
-    # whether argparse takes the prefix depends on which other flags start with --tp in that release
-    prefixed = [f for f in parsed['flags'] if f.startswith('--tp')]
-    assert got['parsed'][3]['ok'] == (prefixed == ['--tp-size'])
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # values: the type and choices each flag's definition gives argparse, read from the released sources
@@ -417,7 +269,7 @@ def test_value_types_read_from_the_source(version):
 
 @pytest.mark.parametrize('version', REAL)
 def test_arguments_argparse_accepts_pass_the_value_check(version):
-    _unknown, problems = sf.check_args(_server_args(version), wheel_loader_parse(version))
+    _unknown, problems = sf.check_args(server_args_for(version), wheel_loader_parse(version))
     assert problems == []
 
 
@@ -453,43 +305,4 @@ def test_choices_read_from_the_source():
 # values: our reading of types and choices against the REAL parser of each release
 # ---------------------------------------------------------------------------------------------------------------
 
-def _real_actions(got):
-    return dict((f, a) for a in got['actions'] for f in a['flags'])
 
-
-@pytest.mark.parametrize('version', REAL)
-def test_value_types_and_choices_equal_the_real_parser(version):
-    """For every flag we check, argparse has the same type (int, float, str or a parser of SGLang's own), choices
-    and nargs as we read from the source."""
-    _argv, got = real(version)
-    actions = _real_actions(got)
-    values = wheel_loader_parse(version)['values']
-    assert len(values) > 80  # 0.4.10 has 86, 0.5.23 249 (aliases counted)
-    differ = {}
-    for flag, spec in values.items():
-        action = actions[flag]
-        real_type = 'str' if action['type'] is None else action['type']  # argparse keeps the word as it is
-        if (spec['type'], spec['choices'], spec['nargs']) != (real_type, action['choices'], action['nargs']):
-            differ[flag] = {'ours': (spec['type'], spec['choices'], spec['nargs']),
-                            'real': (real_type, action['choices'], action['nargs'])}
-    assert differ == {}
-
-
-@pytest.mark.parametrize('version', REAL)
-def test_values_we_refuse_the_real_parser_refuses(version):
-    """Every value our check refuses exits argparse with code 2; every value it accepts parses."""
-    _argv, got = real(version)
-    values = wheel_loader_parse(version)['values']
-    outcomes = got['parsed'][4:]
-    cases = value_cases(version)
-    assert len(outcomes) == len(cases)
-    disagree = []
-    refused = 0
-    for (flag, word), outcome in zip(cases, outcomes):
-        ours_ok = sf.value_problem(flag, values[flag], word) is None
-        refused += not ours_ok
-        if ours_ok != outcome['ok'] or (not outcome['ok'] and outcome['code'] != 2):
-            disagree.append((flag, word, ours_ok, outcome))
-    assert disagree == []
-    # both kinds were tried: values refused for their type and for their choices
-    assert refused >= len([f for f, s in values.items() if s['type'] in ('int', 'float') or s['choices']])
