@@ -34,6 +34,13 @@ description:
     (left by an unclean kill of an earlier run). O(cleanup=true) removes them.
   - B(disk) - free space where the model and the caches live, a local model path that exists, and a hub model id that
     is in the Hugging Face cache when the server runs offline (C(HF_HUB_OFFLINE)).
+  - B(gpu_health) - the health of the server's GPUs (C(CUDA_VISIBLE_DEVICES) of O(environment), else the O(gpu_devices)
+    nodes, else the C(tp x pp x dp) GPUs from C(--base-gpu-id) of O(server_args)). Each must be listed by
+    C(nvidia-smi -q). None may have an Xid since boot that NVIDIA's Xid catalog says needs a GPU reset or a reboot
+    (read from the kernel log, O(kernel_log)), uncorrectable ECC errors since the driver loaded, pages pending retirement,
+    a pending or failed row remapping, or a reset the driver asks for. Where DCGM is installed, C(dcgmi diag -r 1) must
+    pass on them. A problem names the GPU, its PCI address, the Xid and NVIDIA's meaning of it. O(gpu_health=warn)
+    reports the problems as warnings instead. A host without C(nvidia-smi) and without a kernel log reports V(unknown).
   - It also returns RV(rank), the facts on which the ranks of a multi-node deployment must agree. Compare them on the
     controller with the P(llmops.sglang.rank_differences#filter) filter.
   - Never stops a process that is not this server's own, and never removes a file of another user.
@@ -105,8 +112,26 @@ options:
     description: The checks to run.
     type: list
     elements: str
-    choices: [gpus, ports, driver, shm, disk]
-    default: [gpus, ports, driver, shm, disk]
+    choices: [gpus, ports, driver, shm, disk, gpu_health]
+    default: [gpus, ports, driver, shm, disk, gpu_health]
+  gpu_health:
+    description:
+      - What a GPU health problem does - V(fail) fails the check (nothing is started), V(warn) reports it as a warning.
+    type: str
+    choices: [fail, warn]
+    default: fail
+  kernel_log:
+    description:
+      - A kernel log file to read Xid lines from (its part after the last boot banner), for example C(/var/log/kern.log).
+      - The default reads C(journalctl -k -b 0), else C(dmesg).
+    type: path
+  nvidia_smi:
+    description: The C(nvidia-smi) to run for the GPU health check. The default is the one on C(PATH).
+    type: path
+  dcgm_diag:
+    description: Run C(dcgmi diag -r 1) (a few seconds) where NVIDIA DCGM is installed.
+    type: bool
+    default: true
   unit_stopped:
     description:
       - Set right after stopping the unit for a restart. A process of the unit that still holds a GPU is then a
@@ -195,10 +220,10 @@ summary:
     torch 2.8.0), shm cleaned (3 leaked (2 semaphores)), disk ok (812.4 GB free, model cached)
 checks:
   description:
-    - Per check (C(gpus), C(ports), C(driver), C(shm), C(disk)) its C(status) (V(ok), V(failed), V(cleaned),
-      V(would clean), V(unknown)), C(summary), C(problems) (what, why and what to do) and C(details). The details are
-      the holders, the ports and their holders, the driver and torch build, the leaked files, the model and the free
-      space.
+    - Per check (C(gpus), C(ports), C(driver), C(shm), C(disk), C(gpu_health)) its C(status) (V(ok), V(failed),
+      V(cleaned), V(would clean), V(unknown), V(warning)), C(summary), C(problems) (what, why and what to do) and
+      C(details). The details are the holders, the ports and their holders, the driver and torch build, the leaked files,
+      the model and the free space, and the server's GPUs with their Xids, memory faults and C(dcgmi diag) results.
   returned: always
   type: dict
   sample:
@@ -267,6 +292,10 @@ def main():
             shm_dir=dict(type='path', default='/dev/shm'),
             min_free_gb=dict(type='float', default=2.0),
             checks=dict(type='list', elements='str', choices=list(pf.CHECKS), default=list(pf.CHECKS)),
+            gpu_health=dict(type='str', choices=['fail', 'warn'], default='fail'),
+            kernel_log=dict(type='path'),
+            nvidia_smi=dict(type='path'),
+            dcgm_diag=dict(type='bool', default=True),
             unit_stopped=dict(type='bool', default=False),
             fail_on_problems=dict(type='bool', default=True),
         ),

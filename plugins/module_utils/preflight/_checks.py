@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _gpu_holders as gh
 
-OK, FAILED, CLEANED, WOULD_CLEAN, UNKNOWN = 'ok', 'failed', 'cleaned', 'would clean', 'unknown'
+OK, FAILED, CLEANED, WOULD_CLEAN, UNKNOWN, WARNING = 'ok', 'failed', 'cleaned', 'would clean', 'unknown', 'warning'
 # The checks the module runs on one host; the comparison of ranks runs on the controller (filter rank_differences).
-CHECKS = ('gpus', 'ports', 'driver', 'shm', 'disk')
+CHECKS = ('gpus', 'ports', 'driver', 'shm', 'disk', 'gpu_health')
 GIB = 1024 ** 3
 
 

@@ -19,6 +19,7 @@ import pwd
 
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _cuda_compat as cc
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _gpu_holders as gh
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _gpu_health as gpu_health
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _model_disk as md
 from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._evidence import EvidenceReader, parse_nvidia_smi
 from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._host import HostCommands
@@ -61,6 +62,10 @@ class PreflightHost:
             props = {}
         return {'active': props.get('ActiveState') in ('active', 'activating', 'reloading', 'deactivating'),
                 'user': props.get('User') or None}
+
+    def which(self, name):
+        """The path of a tool (the system directories searched too), or None."""
+        return self.module.get_bin_path(name, opt_dirs=['/usr/sbin', '/sbin', '/usr/bin', '/bin'])
 
     @staticmethod
     def uid_of(user):
@@ -169,6 +174,10 @@ def check_all(host, params, check_mode, procs, context):
         model['path_exists'] = bool(model['path']) and os.path.exists(model['path'])
         spaces = md.free_space([model['path'] or cache, cache, params['working_directory']])
         checks.append(pf.decide_disk(model, cache, md.offline(params['environment']), cached, spaces, params['min_free_gb']))
+    if 'gpu_health' in asked:
+        inputs = gpu_health.read_inputs(host.run, host.which, params.get('kernel_log'), params.get('nvidia_smi'), params.get('dcgm_diag', True))
+        wanted = gpu_health.wanted_gpus(params['environment'], params['gpu_devices'], params['server_args'])
+        checks.append(gpu_health.decide(inputs, wanted, params.get('gpu_health') or 'fail'))
     sglang = sglang_facts(sites)
     rank = {'sglang_version': sglang['version'], 'sm120_patch': sglang['sm120_patch'], 'torch': (build or {}).get('torch'),
             'torch_cuda': (build or {}).get('cuda'), 'driver_branch': driver.get('branch'),
@@ -243,6 +252,12 @@ def preflight(module, params):
         removed = [leak['path'] for leak in leaks]
     failed = [check.name for check in checks if check.status == pf.FAILED]
     message = pf.failure_message(checks, params['unit']) if failed else 'pre-flight for %s ok' % params['unit']
+    for check in checks:
+        if check.status == pf.WARNING:
+            for problem in check.problems:
+                module.warn('pre-flight %s (a warning, the start goes on): %s' % (check.name, problem))
+        for warning in check.details.get('warnings') or []:
+            module.warn('pre-flight %s: %s' % (check.name, warning))
     result = dict(changed=acting, ok=not failed, msg=message, summary=pf.summary_line(checks), failed_checks=failed,
                   checks=dict((check.name, check.to_json()) for check in checks), stopped=stopped, removed=removed,
                   rank=rank, unit_active=unit['active'], commands=host.commands)
