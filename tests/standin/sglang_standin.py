@@ -46,6 +46,16 @@ exercised for real. This program stands in for ``python -m sglang.launch_server`
   and at the first look with nothing in flight it kills itself with SIGKILL (SGLang's
   ``kill_process_tree(include_parent=True)``), so systemd records ``Result=signal``. Before it is ready,
   and on SIGINT, it exits at once (status 0).
+* RUNTIME FAULTS (stand-in extension, standin_faults.py): ``--hang-after N`` hangs every generation request after the
+  N-th while ``/health`` stays 200 (sgl-project/sglang#22779); ``--kernel-log PATH --xid-lines FILE --xid-after N``
+  appends recorded kernel-log lines (an Xid of the server's GPU) to the host's kernel-log stand-in after N generation
+  requests (0: once ready); ``--hang-armed-by`` / ``--xid-armed-by FILE`` fire a fault only when FILE exists at the
+  start and remove it when it fires (the restart that follows runs clean).
+* ``--sigterm-while-loading ignore`` is SGLang's own behaviour (sgl-project/sglang#16145: its SIGTERM handling is
+  installed only once serving, so a stop during load waits out the unit's stop timeout); the default, ``exit``, keeps
+  the quick stop the other tests rely on. ``--children N`` starts N scheduler processes titled
+  ``sglang::scheduler_TP<i>`` that hold the ``--gpu-device`` paths and ignore SIGTERM as their parent does while
+  loading; the stand-in kills them with SIGKILL on its way out, as SGLang's kill_process_tree does.
 * When the replay ends it behaves as the recording did (``--outcome auto`` reads
   ``expected.json``): ``ready`` keeps serving until SIGTERM (SGLang's drain, above) or SIGINT (exit 0), unless the recording
   crashed after it became ready (``post_ready_crash``): then it exits with status 1; ``crashed`` exits
@@ -61,7 +71,8 @@ Usage (no shebang: run it with the host's interpreter, e.g. ``/usr/bin/python3``
 
     python3 sglang_standin.py --recording DIR [--outcome auto|ready|crashed|stalled]
                       [--max-seconds 8] [--time-scale F] [--generation auto|stream|hang]
-                      [--tokens-per-second N] <SGLang server args...>
+                      [--tokens-per-second N] [--hang-after N] [--kernel-log PATH --xid-lines FILE --xid-after N]
+                      [--sigterm-while-loading exit|ignore] [--children N --gpu-device PATH...] <SGLang server args...>
 
 Standard library only; runs on Python 3.9+ (the test hosts' Debian python3).
 """
@@ -85,6 +96,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 # beside this file: the recorded performance profile (--profile) and generation pacing; also when loaded by path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import standin_profile  # noqa: E402  pylint: disable=wrong-import-position
+import standin_faults  # noqa: E402  pylint: disable=wrong-import-position
 
 MARK = b'[llmops-standin] '
 READY_LINE = b'The server is fired up and ready to roll!'
@@ -458,6 +470,7 @@ def sigterm_watchdog(state, poll: float = SIGTERM_POLL_SECONDS) -> None:
         time.sleep(poll)
     while state.flight.in_flight > 0:
         time.sleep(poll)
+    state.children.kill()
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -484,6 +497,8 @@ class State:
         self.flight = Flight(args.max_running_requests)
         # set by SIGTERM once serving (SGLang's TokenizerManager.gracefully_exit)
         self.gracefully_exit = False
+        self.faults = standin_faults.Faults(args)
+        self.children = standin_faults.Children()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -597,8 +612,8 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             self._send(400, {'object': 'error', 'message': str(exc), 'code': 400})
             return
-        if st.generation == 'hang':
-            # A zombie: the request was accepted, nothing ever comes back (the scheduler that would answer is gone).
+        if st.faults.request() or st.generation == 'hang':
+            # A zombie, or #22779's hang after N requests: the request was accepted, nothing ever comes back.
             with st.flight.admit(request.prompt_tokens):
                 st.stopping.wait()
             return
@@ -694,6 +709,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--profile', default=None,
                    help='recorded performance profile (JSON, see standin_profile.py): crash or stream at its figures')
     p.add_argument('--sglang-venv', default=None, help='venv of the installed SGLang, for the profile\'s SM120 patch state')
+    faults = p.add_argument_group('runtime faults (stand-in extension, standin_faults.py)')
+    faults.add_argument('--hang-after', type=int, default=None, help='hang every generation request after the N-th (health stays 200)')
+    faults.add_argument('--hang-armed-by', default=None, help='hang only when this file exists at the start; removed when it hangs')
+    faults.add_argument('--kernel-log', default=None, help='the host\'s kernel-log stand-in file')
+    faults.add_argument('--xid-lines', default=None, help='recorded kernel-log lines to append to --kernel-log')
+    faults.add_argument('--xid-after', type=int, default=0, help='append them after N generation requests (0: once ready)')
+    faults.add_argument('--xid-armed-by', default=None, help='append them only when this file exists at the start; removed then')
+    faults.add_argument('--sigterm-while-loading', default='exit', choices=['exit', 'ignore'],
+                        help='SIGTERM before ready: exit at once, or ignore it as SGLang does (#16145)')
+    faults.add_argument('--children', type=int, default=0, help='scheduler processes (sglang::scheduler_TP<i>) holding --gpu-device')
+    faults.add_argument('--gpu-device', action='append', default=[], help='a GPU device node the schedulers hold open')
     return p
 
 
@@ -724,9 +750,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def on_term(signum, frame):
         # Once serving, SIGTERM starts SGLang's drain (its handler is installed with the first request, at warmup);
-        # before that, and for SIGINT, the stand-in just exits.
+        # before that it exits, or ignores SIGTERM as SGLang does (#16145); SIGINT always exits.
         if signum == signal.SIGTERM and serving:
             serving['state'].gracefully_exit = True
+            return
+        if signum == signal.SIGTERM and args.sigterm_while_loading == 'ignore':
             return
         raise SystemExit(0)
 
@@ -758,6 +786,15 @@ def main(argv: list[str] | None = None) -> int:
             signature = None
 
     state = State(args, recording)
+    state.children.spawn(args.children, args.gpu_device, args.sigterm_while_loading == 'ignore')
+    try:
+        return run(args, recording, state, entry, outcome, signature, serving)
+    finally:
+        state.children.kill()
+
+
+def run(args, recording, state, entry, outcome, signature, serving):  # pylint: disable=too-many-arguments
+    """Replay the recording and behave as it did (main's body once the recording is read)."""
     if entry is not None and not entry.get('crash'):
         state.pacing = standin_profile.Pacer(entry)
         state.gpus = max(1, args.tp_size)
@@ -777,6 +814,7 @@ def main(argv: list[str] | None = None) -> int:
             return
         state.ready = True
         fill_caches()
+        state.faults.ready()
         serving['state'] = state
         threading.Thread(target=sigterm_watchdog, args=(state,), daemon=True).start()
 
@@ -812,6 +850,7 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.server_close()
         if signature == 'silent_exit':
+            state.children.kill()
             os.kill(os.getpid(), signal.SIGKILL)
         return 1
     while True:  # stalled

@@ -505,3 +505,98 @@ def test_sigterm_while_idle_exits_at_the_next_watchdog_look(tmp_path, run):
     sent = time.monotonic()
     assert p.wait(12) == -signal.SIGKILL
     assert time.monotonic() - sent <= 10.5  # at most two looks: one for the flag, one for the requests
+
+
+# --------------------------------------------------------------------------- runtime faults (standin_faults.py)
+
+def _gen(base, timeout=2.0):
+    return _post(base, '/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 1}}, timeout=timeout)[0]
+
+
+def test_hang_after_n_requests_keeps_health_green_and_an_armed_hang_fires_once(tmp_path, run):
+    """sgl-project/sglang#22779: generation hangs after N requests while /health stays 200; armed by a file, the fault
+    fires once (the file is gone afterwards), so the next run serves."""
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
+    armed = tmp_path / 'hang.armed'
+    armed.write_text('')
+    p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '100', '--hang-after', '2', '--hang-armed-by', str(armed))
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert [_gen(p.base), _gen(p.base)] == [200, 200]
+    with pytest.raises((socket.timeout, TimeoutError, urllib.error.URLError)):
+        _gen(p.base, timeout=1)
+    assert p.status('/health') == 200
+    assert not armed.exists()
+    q = run(case, '--max-seconds', '0.3', '--tokens-per-second', '100', '--hang-after', '2', '--hang-armed-by', str(armed))
+    assert poll_until(q, 5, lambda: q.status('/health') == 200) is not None
+    assert [_gen(q.base) for _ in range(4)] == [200] * 4, 'not armed: no hang'
+
+
+def test_recorded_xid_lines_go_to_the_kernel_log_stand_in_after_n_requests(tmp_path, run):
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
+    lines = REPO / 'tests' / 'fixtures' / 'nvidia_health' / 'xid119-gsp-timeout-h100-dmesg' / 'kernel_log.txt'
+    kern = tmp_path / 'kern.log'
+    kern.write_bytes(b'[    0.000000] Linux version 6.1.0\n')
+    p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '100', '--kernel-log', str(kern), '--xid-lines', str(lines),
+            '--xid-after', '1')
+    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert _gen(p.base) == 200
+    assert kern.read_bytes() == b'[    0.000000] Linux version 6.1.0\n'
+    assert [_gen(p.base), _gen(p.base)] == [200, 200]
+    assert kern.read_bytes() == b'[    0.000000] Linux version 6.1.0\n' + lines.read_bytes(), 'appended once, byte for byte'
+
+
+def _titled(title):
+    """Pids of the processes whose argv[0] is ``title`` and whose parent is this test's process tree."""
+    found = []
+    for name in os.listdir('/proc'):
+        if name.isdigit():
+            try:
+                with open('/proc/%s/cmdline' % name, 'rb') as handle:
+                    if handle.read().split(b'\0')[0] == title.encode():
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def test_sigterm_is_ignored_while_loading_by_the_server_and_its_schedulers(tmp_path):
+    """sgl-project/sglang#16145: before ready SGLang ignores SIGTERM; its scheduler children (holding the GPU nodes) do
+    too. Only SIGKILL ends them; the stand-in kills its schedulers on its way out."""
+    gpu = tmp_path / 'nvidia0'
+    gpu.write_bytes(b'\0')
+    p = Proc(CASES / 'tp2-stuck-in-cuda-graph-capture', '--max-seconds', '1', '--sigterm-while-loading', 'ignore',
+             '--children', '2', '--gpu-device', str(gpu))
+    try:
+
+        def schedulers():
+            return [pid for pid in _titled('sglang::scheduler_TP0') + _titled('sglang::scheduler_TP1') if _parent(pid) == p.p.pid]
+
+        def holding():
+            return [pid for pid in schedulers() if str(gpu) in _open_files(pid)]
+        assert poll_until(p, 5, lambda: len(holding()) == 2) is not None, 'two schedulers hold the GPU node'
+        schedulers = schedulers()
+        p.p.send_signal(signal.SIGTERM)
+        for pid in schedulers:
+            os.kill(pid, signal.SIGTERM)
+        time.sleep(1.0)
+        assert p.p.poll() is None and all(os.path.exists('/proc/%d' % pid) for pid in schedulers), 'SIGTERM is ignored while loading'
+        p.p.send_signal(signal.SIGINT)  # the stand-in's own exit path kills its schedulers
+        assert p.wait(5) == 0
+        assert not [pid for pid in schedulers if os.path.exists('/proc/%d' % pid)]
+    finally:
+        p.stop()
+
+
+def _open_files(pid):
+    try:
+        return [os.readlink('/proc/%d/fd/%s' % (pid, fd)) for fd in os.listdir('/proc/%d/fd' % pid)]
+    except OSError:
+        return []
+
+
+def _parent(pid):
+    try:
+        with open('/proc/%d/stat' % pid) as handle:
+            return int(handle.read().rsplit(')', 1)[1].split()[1])
+    except OSError:
+        return None

@@ -109,3 +109,38 @@ def test_a_foreign_holder_fails_named_and_is_never_stopped(capsys, host, venv):
     assert not pp.wait_gone(stranger, timeout=0.2)
     report = run_module(capsys, args(host, venv, fail_on_problems=False))
     assert report['ok'] is False and not report.get('failed')
+
+
+def _nvidia_smi_standin(root, recorded):
+    """An executable nvidia-smi: the stand-in replaying a recorded ``nvidia-smi -q`` (8x H100, ECC on)."""
+    path = os.path.join(root, 'nvidia-smi')
+    with open(path, 'w', encoding='utf-8') as handle:
+        handle.write('#!/bin/sh\nexec %s %s --recorded %s "$@"\n' % (sys.executable, TESTS / 'standin' / 'nvidia_smi_standin.py', recorded))
+    os.chmod(path, 0o755)
+    return path
+
+
+def test_gpu_health_blocks_a_start_on_an_xid_of_the_servers_gpu_and_warn_lets_it_go_on(capsys, host, venv):
+    """The module reads a real (stand-in) nvidia-smi and a kernel log file: the recorded Xid 119 of the H100 at
+    0000:9b:00 (minor 4) blocks a server on /dev/nvidia4 with NVIDIA's meaning, not one on /dev/nvidia0."""
+    health = TESTS / 'fixtures' / 'nvidia_health'
+    smi = _nvidia_smi_standin(host['root'], health / 'h100x8-ecc-healthy' / 'nvidia-smi-q.txt')
+    kern = os.path.join(host['root'], 'kern.log')
+    shutil.copy(str(health / 'xid119-gsp-timeout-h100-dmesg' / 'kernel_log.txt'), kern)
+    gpu4 = os.path.join(host['root'], 'nvidia4')
+    open(gpu4, 'wb').close()
+    options = dict(checks=['gpu_health'], nvidia_smi=smi, kernel_log=kern, dcgm_diag=False)
+
+    blocked = run_module(capsys, args(host, venv, gpu_devices=[gpu4], **options))
+    assert blocked['failed'] is True and blocked['failed_checks'] == ['gpu_health']
+    assert ('gpu_health: GPU 4 (0000:9b:00, GPU-2b6f61f9-8b00-3b57-d912-b62792120662) has Xid 119 (GSP RPC Timeout; NVIDIA: RESET_GPU) x5'
+            in blocked['msg'])
+    assert blocked['checks']['gpu_health']['details']['gpus'][0]['xids'] == [119]
+
+    warned = run_module(capsys, args(host, venv, gpu_devices=[gpu4], gpu_health='warn', **options))
+    assert warned['ok'] is True and warned['checks']['gpu_health']['status'] == 'warning'
+    assert any('Xid 119 (GSP RPC Timeout' in str(warning) for warning in warned['warnings'])  # a str, or an event on 2.19+
+
+    other = run_module(capsys, args(host, venv, **options))  # /dev/nvidia0 and /dev/nvidia1: GPUs 0 and 1
+    assert other['ok'] is True and other['checks']['gpu_health']['status'] == 'ok'
+    assert other['checks']['gpu_health']['summary'] == '2 GPU(s) of the server, healthy'
