@@ -56,16 +56,6 @@ options:
     description: The server's environment; its C(CUDA_VISIBLE_DEVICES) says which GPUs the release check looks at.
     type: dict
     default: {}
-  gpu_devices:
-    description: The server's GPU device nodes, as O(llmops.sglang.sglang_preflight#module:gpu_devices).
-    type: list
-    elements: path
-    default: []
-  shared_devices:
-    description: Device nodes every CUDA process opens, as O(llmops.sglang.sglang_preflight#module:shared_devices).
-    type: list
-    elements: path
-    default: [/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools]
   cleanup:
     description: Stop the server's orphans still holding its GPUs after the stop (never another process).
     type: bool
@@ -77,6 +67,7 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.MODULE
+  - llmops.sglang._release_check
 attributes:
   check_mode:
     support: full

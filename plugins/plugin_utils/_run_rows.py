@@ -194,6 +194,17 @@ def fill_gateway(row: HostRow, seen: Dict[str, Any]) -> None:
                                        if k in seen)
 
 
+def fill_guard(row: HostRow, guard: Dict[str, Any]) -> None:
+    """The runtime guard (llmops.sglang.sglang_guard, state query): its counts in a few words, and its last events one
+    line each in the returned rows (-e sglang_report_query); it fails nothing (a server it holds stopped is not ready)."""
+    if not _is_dict(guard) or guard.get('summary') in (None, 'not installed'):
+        return
+    row.extra['guard'] = guard['summary']
+    row.extra['guard_events'] = ['%s %s -> %s: %s%s' % (e.get('at'), e.get('kind'), e.get('action'), e.get('reason'),
+                                                       '; %s' % e['outcome'] if e.get('outcome') else '')
+                                 for e in (guard.get('guard') or {}).get('events') or []]
+
+
 CHECK_PARTS: Tuple[Part, ...] = (
     Part('check_ready', fill_check_ready),
     Part('check_driver', fill_check_driver, (Column('driver', 'DRIVER'),)),
@@ -202,6 +213,7 @@ CHECK_PARTS: Tuple[Part, ...] = (
     Part('check_smoke', fill_smoke, SMOKE_COLUMNS),
     Part('check_starts', fill_startup, STARTUP_COLUMNS),
     Part('check_gateway', fill_gateway, (Column('gateway', 'GATEWAY'),), optional=True),
+    Part('check_guard', fill_guard, (Column('guard', 'GUARD'),), optional=True),
     Part(FAILURE_VAR, fill_failure),
 )
 

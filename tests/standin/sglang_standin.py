@@ -498,6 +498,7 @@ class State:
         # set by SIGTERM once serving (SGLang's TokenizerManager.gracefully_exit)
         self.gracefully_exit = False
         self.faults = standin_faults.Faults(args)
+        self.faults.note = note
         self.children = standin_faults.Children()
 
 

@@ -52,6 +52,7 @@ class Faults:
         self.requests = 0
         self.hanging = False
         self.lock = threading.Lock()
+        self.note = lambda message: None  # the stand-in's marked line writer, set by the stand-in
 
     def request(self):
         """Count one generation request; True when it must hang (and every later one)."""
@@ -62,6 +63,7 @@ class Faults:
             if self.hang_after is not None and self.requests > self.hang_after and not self.hanging:
                 self.hanging = True
                 disarm(self.hang_armed_by)
+                self.note('generation hangs from request %d on (--hang-after %d), at %.3f' % (self.requests, self.hang_after, time.time()))
             return self.hanging
 
     def ready(self):
@@ -77,6 +79,7 @@ class Faults:
             sink.write(data if data.endswith(b'\n') else data + b'\n')
         self.xid_after = None
         disarm(self.xid_armed_by)
+        self.note('appended %s to the kernel log %s, at %.3f' % (self.xid_lines, self.kernel_log, time.time()))
 
 
 # --------------------------------------------------------------------------- scheduler children

@@ -328,11 +328,13 @@ def _ratio_text(ratio):
 # ------------------------------------------------------------------------------------------------ Prometheus
 
 
-def _label(value):
+def label_text(value):
+    """A Prometheus label value with its backslashes, quotes and newlines escaped."""
     return str(value).replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n')
 
 
-def _number(value):
+def number_text(value):
+    """A sample value as Prometheus reads it (a Python float repr: 1.0, 0.25, 1e-05)."""
     return repr(float(value))
 
 
@@ -351,10 +353,10 @@ METRICS = (
 
 def prometheus_text(record, comparison, unit):
     """node_exporter textfile-collector metrics (Prometheus text exposition format 0.0.4) of the last start."""
-    base = '{unit="%s"' % _label(unit or record.unit or 'unknown')
+    base = '{unit="%s"' % label_text(unit or record.unit or 'unknown')
     samples = dict((name, []) for name, _help in METRICS)
     for stage, seconds in record.ordered_stages() + ([('total', record.total)] if record.total is not None else []):
-        samples['sglang_startup_seconds'].append(('%s,stage="%s"}' % (base, _label(stage)), seconds))
+        samples['sglang_startup_seconds'].append(('%s,stage="%s"}' % (base, label_text(stage)), seconds))
     smoke = record.smoke or {}
     if smoke.get('ttft') is not None:
         samples['sglang_startup_smoke_ttft_seconds'].append((base + '}', smoke['ttft']))
@@ -371,5 +373,5 @@ def prometheus_text(record, comparison, unit):
         if samples[name]:
             lines.append('# HELP %s %s' % (name, help_text))
             lines.append('# TYPE %s gauge' % name)
-            lines.extend('%s%s %s' % (name, labels, _number(value)) for labels, value in samples[name])
+            lines.extend('%s%s %s' % (name, labels, number_text(value)) for labels, value in samples[name])
     return '\n'.join(lines) + '\n'

@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """The NVIDIA driver pipeline: evidence (kernel module, NVML, libraries, packages) -> verdict (match, mismatches) -> fix
-or install plan -> apt/dnf backends -> verify.
+or install plan -> apt/dnf backends -> verify. And the GPUs' health as NVIDIA's tools report it: Xid lines of the kernel
+log read against NVIDIA's Xid catalog (``_xid``), ``nvidia-smi -q`` (``_smi_q``), ``dcgmi diag`` (``_dcgm``).
 
 Private module_utils: runs on the target host, Python 3.9+, standard library only.
 """

@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """The SGLang pre-flight: what is observed on the host (GPU holders, ports, leaked shared memory, model and disk, driver
-and CUDA compatibility), the pure decisions over it, and the bounded cleanup of the server's own orphans.
+and CUDA compatibility, the health of the server's GPUs), the pure decisions over it, and the bounded cleanup of the
+server's own orphans.
 
 Private module_utils: runs on the target host, Python 3.9+, standard library only.
 """

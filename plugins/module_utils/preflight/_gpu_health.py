@@ -141,7 +141,7 @@ def wanted_gpus(environment, gpu_devices, server_args):
     return Wanted(indices=list(range(base, base + count)), by='%d GPU(s) from --base-gpu-id %d (tp x pp x dp)' % (count, base))
 
 
-def _match(wanted, gpus):
+def match(wanted, gpus):
     """[(label, gpu or None)] for each GPU the server wants; gpus in nvidia-smi index order."""
     matched = []
     for index in wanted.indices:
@@ -185,7 +185,7 @@ def _judge_gpus(verdict, wanted, report, events, diag):
     app = xid.by_gpu(events, (xid.APP,))
     mapped = bool(report and report.gpus)
     unmapped = [event for group in faults.values() for event in group]  # without nvidia-smi: said once, for the server
-    for label, gpu in _match(wanted, report.gpus if report else []):
+    for label, gpu in match(wanted, report.gpus if report else []):
         pci = gpu.pci if gpu else ''
         row = {'gpu': label, 'pci': pci or None, 'uuid': gpu.uuid if gpu else None, 'present': gpu is not None or not mapped,
                'xids': [], 'memory': [], 'dcgm': []}

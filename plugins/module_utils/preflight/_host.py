@@ -38,13 +38,22 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang._sm120_patch 
 SYS_PATH_SNIPPET = 'import json, sys; print(json.dumps([p for p in sys.path[1:] if p]))'
 
 
-class PreflightHost:
-    """Runs commands through the AnsibleModule and reads the host's files."""
+SYSTEM_DIRS = ['/usr/sbin', '/sbin', '/usr/bin', '/bin']
 
-    def __init__(self, module):
+
+class PreflightHost:
+    """Runs commands and reads the host's files: through an AnsibleModule (:meth:`of_module`), or with a plain runner
+    and ``which`` for code that runs on the host without one (the guard's release check after its own stop)."""
+
+    def __init__(self, run, which, module=None):
         self.module = module
         self.commands = []
-        self._run = module_runner(module)
+        self._run = run
+        self._which = which
+
+    @classmethod
+    def of_module(cls, module):
+        return cls(module_runner(module), lambda name: module.get_bin_path(name, opt_dirs=SYSTEM_DIRS), module)
 
     def run(self, argv, data=None):
         rc, out, err = self._run(argv, data)
@@ -53,7 +62,7 @@ class PreflightHost:
 
     def unit_state(self, unit):
         """{'active', 'user'} of the unit (User= of its file); inactive and no user when systemd does not know it."""
-        systemctl = self.module.get_bin_path('systemctl')
+        systemctl = self.which('systemctl')
         if not systemctl or not unit:
             return {'active': False, 'user': None}
         try:
@@ -65,7 +74,7 @@ class PreflightHost:
 
     def which(self, name):
         """The path of a tool (the system directories searched too), or None."""
-        return self.module.get_bin_path(name, opt_dirs=['/usr/sbin', '/sbin', '/usr/bin', '/bin'])
+        return self._which(name)
 
     @staticmethod
     def uid_of(user):
@@ -76,7 +85,7 @@ class PreflightHost:
 
     def nvidia_smi(self):
         """(header text, {uuid: index}, compute apps {pid: [(gpu, MiB)]}); empty when nvidia-smi is missing or fails."""
-        smi = self.module.get_bin_path('nvidia-smi')
+        smi = self.which('nvidia-smi')
         if not smi:
             return '', {}, {}
         rc, header, err = self.run([smi])
@@ -235,15 +244,21 @@ def preflight(module, params):
     """The whole pre-flight on this host (observe, decide, clean up unless in check mode, verify) as the module's
     result; ``ok`` is False when a check failed. The sglang_preflight module and the restart's GPU release check
     (sglang_restart) both run it."""
-    host = PreflightHost(module)
+    return run_preflight(PreflightHost.of_module(module), params, module.check_mode, module.warn,
+                         module._diff)  # pylint: disable=protected-access
+
+
+def run_preflight(host, params, check_mode=False, warn=None, diff=False):
+    """:func:`preflight` on a :class:`PreflightHost`; ``warn`` takes each warning (None: dropped)."""
+    warn = warn or (lambda message: None)
     unit = host.unit_state(params['unit'])
     user = params['user'] or unit['user']
     context = {'unit': params['unit'], 'active': unit['active'], 'uid': host.uid_of(user)}
     procs = read_processes(skip=(os.getpid(),))
-    checks, stop_pids, leaks, rank = check_all(host, params, module.check_mode, procs, context)
+    checks, stop_pids, leaks, rank = check_all(host, params, check_mode, procs, context)
     acting = params['cleanup'] and bool(stop_pids or leaks)
     stopped, removed = [], []
-    if acting and not module.check_mode:
+    if acting and not check_mode:
         stopped, removed = cleanup(params, procs, stop_pids, leaks, context['uid'])
         verify(checks, stopped, removed, leaks)
     elif acting:
@@ -255,13 +270,13 @@ def preflight(module, params):
     for check in checks:
         if check.status == pf.WARNING:
             for problem in check.problems:
-                module.warn('pre-flight %s (a warning, the start goes on): %s' % (check.name, problem))
+                warn('pre-flight %s (a warning, the start goes on): %s' % (check.name, problem))
         for warning in check.details.get('warnings') or []:
-            module.warn('pre-flight %s: %s' % (check.name, warning))
+            warn('pre-flight %s: %s' % (check.name, warning))
     result = dict(changed=acting, ok=not failed, msg=message, summary=pf.summary_line(checks), failed_checks=failed,
                   checks=dict((check.name, check.to_json()) for check in checks), stopped=stopped, removed=removed,
                   rank=rank, unit_active=unit['active'], commands=host.commands)
-    if module._diff and acting:  # pylint: disable=protected-access
+    if diff and acting:
         result['diff'] = dict(before=''.join('process %s\n' % entry['pid'] for entry in stopped) + ''.join('file %s\n' % leak['path'] for leak in leaks),
                               after='', before_header='orphans and leaked shared memory of %s' % params['unit'], after_header='after cleanup')
     return result

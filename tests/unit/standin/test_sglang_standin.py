@@ -528,7 +528,7 @@ def test_hang_after_n_requests_keeps_health_green_and_an_armed_hang_fires_once(t
     assert not armed.exists()
     q = run(case, '--max-seconds', '0.3', '--tokens-per-second', '100', '--hang-after', '2', '--hang-armed-by', str(armed))
     assert poll_until(q, 5, lambda: q.status('/health') == 200) is not None
-    assert [_gen(q.base) for _ in range(4)] == [200] * 4, 'not armed: no hang'
+    assert [_gen(q.base) for dummy in range(4)] == [200] * 4, 'not armed: no hang'
 
 
 def test_recorded_xid_lines_go_to_the_kernel_log_stand_in_after_n_requests(tmp_path, run):

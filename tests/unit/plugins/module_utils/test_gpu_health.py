@@ -53,7 +53,7 @@ def test_recorded_kernel_logs(case):
 @pytest.mark.parametrize('case', [c for c in CASES if text(c, 'nvidia-smi-q.txt') is not None])
 def test_recorded_nvidia_smi_q(case):
     report = smi_q.parse(text(case, 'nvidia-smi-q.txt'))
-    got = [{'pci': g.pci, 'minor': g.minor, 'faults': [kind for kind, _ in g.faults()]} for g in report.gpus]
+    got = [{'pci': g.pci, 'minor': g.minor, 'faults': [fault[0] for fault in g.faults()]} for g in report.gpus]
     assert got == expected(case)['gpus']
     assert report.failed_pci == expected(case)['failed_pci']
 

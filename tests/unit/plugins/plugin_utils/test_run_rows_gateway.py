@@ -45,3 +45,19 @@ def test_the_roll_table_says_drain_change_start_and_return_per_worker():
     assert lines[3].split()[:12] == ['gw1', '1', 'rolled', '2', 'req', '1.4s', 'changed', '79.6s', 'ready', '15.8s', 'yes', '1.2s']
     assert '0 req 2.1s, 1 left (proceed)' in lines[4]
     assert lines[5].split()[:3] == ['gw3', '3', 'untouched']
+
+
+GUARD = {'summary': 'hung 1', 'guard': {'events': [
+    {'at': '2026-12-02T06:22:09Z', 'kind': 'hung', 'action': 'restart', 'reason': 'generation failed while GET /health answered 200',
+     'outcome': 'restarted in 8.1s, ready after 1.5s, a generation request answered'}]}}
+
+
+def test_the_guard_column_shows_its_events_and_fails_nothing():
+    rows = [build_row('gpu1', {'check_ready': READY, 'check_guard': GUARD}, CHECK_PARTS, reached=True),
+            build_row('gpu2', {'check_ready': READY, 'check_guard': {'summary': 'not installed'}}, CHECK_PARTS, reached=True)]
+    data = [r.to_json() for r in rows]
+    assert [(d['status'], d.get('guard')) for d in data] == [('ready', 'hung 1'), ('ready', None)]
+    assert data[0]['guard_events'] == ['2026-12-02T06:22:09Z hung -> restart: generation failed while GET /health answered 200; '
+                                       'restarted in 8.1s, ready after 1.5s, a generation request answered']
+    assert render(rows, columns_for(CHECK_PARTS, rows))[0].split()[-2:] == ['GUARD', 'REASON']
+    assert 'GUARD' not in render(rows[1:], columns_for(CHECK_PARTS, rows[1:]))[0]
