@@ -20,7 +20,12 @@ this benchmark; only those are ever stopped), then runs with the ansible-core 2.
 
 Reported per N: wall times, parallel efficiency wall1(1)/wall1(N) (target: wall1(8) <= 1.1 x wall1(1)), second
 run / ping (target < 2), the CPU seconds the controller (ansible + ssh, reaped children) and the hosts (their
-cgroups' cpu.stat) used during the first run, the load average and the other test hosts running on the machine.
+cgroups' cpu.stat) used during the first run, the controller's CPU seconds per host of the first and the second run,
+the load average and the other test hosts running on the machine.
+
+With --baseline-rev REV, every size is measured for that revision too (a git worktree of it), on fresh hosts, in the
+same run, alternately (baseline, this tree) so that the machine's load hits both alike; the ratios baseline / this
+are printed per size.
 
 Run as root, one instance at a time (a lock file enforces it), from the repository:
 
@@ -151,6 +156,7 @@ class Step:
 @dataclass
 class SizeResult:
     n: int
+    tree: str = "this"
     first: float = 0.0
     second: float = 0.0
     second_full: float = 0.0
@@ -168,9 +174,19 @@ class SizeResult:
     second_tasks: list[list] = field(default_factory=list)
     error: str = ""
 
+    second_cpu: float = 0.0
+
     @property
     def ping(self) -> float:
         return statistics.median(self.pings) if self.pings else 0.0
+
+    @property
+    def cpu_per_host(self) -> float:
+        return self.controller_cpu / self.n
+
+    @property
+    def second_cpu_per_host(self) -> float:
+        return self.second_cpu / self.n
 
 
 def one_at_a_time(work: Path, name: str):
@@ -312,16 +328,30 @@ def invocation_ids(names: list[str], env: dict[str, str]) -> dict[str, str]:
     return ids
 
 
-def prepare(args: argparse.Namespace, work: Path, env: dict[str, str]) -> dict[str, str]:
-    """Controller venv, collection path, wheelhouse, rootfs; returns the environment for ansible."""
-    venv = run(["bash", str(CONTROLLER_VENV), str(Path(env["LLMOPS_FLEET_DIR"]) / "venv-2.21"), str(REQUIREMENTS)],
-               timeout=600, env=env).out.strip().splitlines()[-1]
-    coll = work / "collections" / "ansible_collections" / "llmops"
+def collection_path(tree: Path, where: Path) -> Path:
+    """WHERE/ansible_collections/llmops/sglang -> TREE; returns WHERE (for ANSIBLE_COLLECTIONS_PATH)."""
+    coll = where / "ansible_collections" / "llmops"
     coll.mkdir(parents=True, exist_ok=True)
     link = coll / "sglang"
     if link.is_symlink() or link.exists():
         link.unlink()
-    link.symlink_to(REPO)
+    link.symlink_to(tree)
+    return where
+
+
+def baseline_tree(rev: str, work: Path) -> Path:
+    """A git worktree of REV under WORK (removed and made again on every run)."""
+    tree = work / "baseline-tree"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=False, capture_output=True, timeout=120)
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), rev], check=True, capture_output=True, timeout=120)
+    return tree
+
+
+def prepare(args: argparse.Namespace, work: Path, env: dict[str, str]) -> dict[str, str]:
+    """Controller venv, collection path, wheelhouse, rootfs; returns the environment for ansible."""
+    venv = run(["bash", str(CONTROLLER_VENV), str(Path(env["LLMOPS_FLEET_DIR"]) / "venv-2.21"), str(REQUIREMENTS)],
+               timeout=600, env=env).out.strip().splitlines()[-1]
+    collection_path(REPO, work / "collections")
     # A wheelhouse holding only the release the hosts install (the role copies the whole directory).
     wheelhouse = work / "wheelhouse"
     wheelhouse.mkdir(exist_ok=True)
@@ -373,12 +403,13 @@ def unchanged_run(playbook: list[str], label: str, log_name: str, names: list[st
     return done, rows
 
 
-def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str], aenv: dict[str, str]) -> SizeResult:
+def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str], aenv: dict[str, str],
+               tree: str = "this") -> SizeResult:
     names = [f"{args.prefix}{i}" for i in range(1, n + 1)]
-    res = SizeResult(n)
+    res = SizeResult(n, tree)
     state = Path(env["LLMOPS_FLEET_DIR"])
-    logs = work / "logs"
-    logs.mkdir(exist_ok=True)
+    logs = work / "logs" / re.sub(r"[^A-Za-z0-9_.-]", "_", tree)
+    logs.mkdir(parents=True, exist_ok=True)
     try:
         res.load_before = os.getloadavg()
         log(f"N={n}: booting {' '.join(names)} (load average {res.load_before[0]:.2f})")
@@ -396,7 +427,7 @@ def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str]
         playbook = ["ansible-playbook", "llmops.sglang.deploy", "-i", str(inv), "-i", str(work / "vars.yml"),
                     "-f", str(args.forks)]
 
-        log(f"N={n}: first run (install + configure + start + wait)")
+        log(f"N={n} ({tree}): first run (install + configure + start + wait)")
         cpu0 = host_cpu(names)
         first = run(playbook, timeout=args.run_timeout, env=aenv | {"FLEET_BENCH_TIMES": str(logs / f"first-{n}.json")},
                     log_file=logs / f"first-{n}.log")
@@ -418,7 +449,7 @@ def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str]
         log(f"N={n}: second run (nothing changed)")
         second, rows = unchanged_run(playbook, f"N={n} second run", f"second-{n}", names, args, aenv, logs)
         res.second_tasks = task_times(logs / f"second-{n}.json")
-        res.second = second.wall
+        res.second, res.second_cpu = second.wall, second.controller_cpu
         res.second_changed = {h: r["changed"] for h, r in rows.items()}
         after = invocation_ids(names, env)
         restarted = [h for h in names if before[h] != after[h] or not after[h]]
@@ -456,21 +487,21 @@ def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str]
 
 
 def fmt_table(results: list[SizeResult], markdown: bool) -> str:
-    base = next((r for r in results if r.n == 1 and not r.error), None)
-    head = ["hosts", "1st run s", "wall1(1)/wall1(N)", "wall1(N)/wall1(1)", "2nd run s (changed=0)", "ping s (median)",
-            "2nd/ping", "2nd run s, check off", "check off/ping", "slowest wait s", "CPU s ctrl+hosts", "load 1m before/after", "other hosts"]
+    head = ["tree", "hosts", "1st run s", "wall1(1)/wall1(N)", "wall1(N)/wall1(1)", "2nd run s (changed=0)", "ping s (median)",
+            "2nd/ping", "2nd run s, check off", "check off/ping", "slowest wait s", "CPU s ctrl+hosts", "ctrl CPU s/host 1st",
+            "ctrl CPU s/host 2nd", "load 1m before/after", "other hosts"]
     rows = []
     for r in results:
         if r.error:
-            rows.append([str(r.n), "FAILED", "", "", "", "", "", "", "", "", "", f"{r.load_before[0]:.2f}/{r.load_after[0]:.2f}",
-                         str(r.other_hosts)])
+            rows.append([r.tree, str(r.n), "FAILED"] + [""] * 11 + [f"{r.load_before[0]:.2f}/{r.load_after[0]:.2f}", str(r.other_hosts)])
             continue
+        base = next((b for b in results if b.n == 1 and b.tree == r.tree and not b.error), None)
         eff = f"{base.first / r.first:.2f}" if base else "-"
         slow = f"{r.first / base.first:.2f}x" if base else "-"
         rows.append([
-            str(r.n), f"{r.first:.1f}", eff, slow, f"{r.second:.1f}", f"{r.ping:.1f}", f"{r.second / r.ping:.2f}x",
+            r.tree, str(r.n), f"{r.first:.1f}", eff, slow, f"{r.second:.1f}", f"{r.ping:.1f}", f"{r.second / r.ping:.2f}x",
             f"{r.second_full:.1f}", f"{r.second_full / r.ping:.2f}x", f"{r.wait_max:.1f}", f"{r.controller_cpu:.0f}+{r.hosts_cpu:.0f}",
-            f"{r.load_before[0]:.2f}/{r.load_after[0]:.2f}", str(r.other_hosts)])
+            f"{r.cpu_per_host:.2f}", f"{r.second_cpu_per_host:.2f}", f"{r.load_before[0]:.2f}/{r.load_after[0]:.2f}", str(r.other_hosts)])
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _column in head) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -482,8 +513,18 @@ def fmt_table(results: list[SizeResult], markdown: bool) -> str:
 
 
 def verdicts(results: list[SizeResult], args: argparse.Namespace) -> list[str]:
-    ok = {r.n: r for r in results if not r.error}
     out = []
+    mine = {r.n: r for r in results if not r.error and r.tree == "this"}
+    for r in results:
+        this = mine.get(r.n)
+        if r.tree != "this" and not r.error and this:
+            out.append(f"N={r.n}: baseline {r.tree} / this: first run controller CPU {r.controller_cpu / this.controller_cpu:.2f}x "
+                       f"({r.cpu_per_host:.2f} -> {this.cpu_per_host:.2f} s/host), wall {r.first / this.first:.2f}x; "
+                       f"no-change run controller CPU {r.second_cpu / max(this.second_cpu, 1e-6):.2f}x, wall {r.second / this.second:.2f}x")
+    for n, r in sorted(mine.items()):
+        met = "MET" if r.cpu_per_host < args.cpu_target else "MISSED"
+        out.append(f"first run N={n}: {r.cpu_per_host:.2f} controller CPU s per host (target < {args.cpu_target}): {met}")
+    ok = mine
     big = max(ok) if ok else None
     if 1 in ok and big and big > 1:
         ratio = ok[big].first / ok[1].first
@@ -519,6 +560,8 @@ def main() -> int:
     ap.add_argument("--noop-target", type=float, default=2.0)
     ap.add_argument("--work-dir", default="/var/tmp/llmops-bench-fleet", help="inventories, logs, collection path")
     ap.add_argument("--markdown", action="store_true", help="print the table as markdown too")
+    ap.add_argument("--baseline-rev", help="also measure this git revision (fresh hosts, same run, alternately)")
+    ap.add_argument("--cpu-target", type=float, default=1.5, help="controller CPU seconds per host of a first run")
     ap.add_argument("--json", help="write the raw results to this file")
     args = ap.parse_args()
 
@@ -558,16 +601,24 @@ def main() -> int:
         # leftovers of an interrupted earlier run of THIS benchmark (own names only)
         run(["bash", str(FLEET), "down", *all_names], timeout=120, env=env, check=False)
         aenv = prepare(args, work, env)
+        trees = [("this", aenv)]
+        if args.baseline_rev:
+            base = baseline_tree(args.baseline_rev, work)
+            trees.insert(0, (args.baseline_rev, dict(aenv, ANSIBLE_COLLECTIONS_PATH=str(collection_path(base, work / "collections-baseline")))))
         for n in sizes:
-            if time.monotonic() - t_start > args.budget:
-                results.append(SizeResult(n, error=f"skipped: time budget of {args.budget:.0f} s used up"))
-                continue
-            results.append(bench_size(n, args, work, env, aenv))
+            for tree, tree_env in trees:
+                if time.monotonic() - t_start > args.budget:
+                    results.append(SizeResult(n, tree, error=f"skipped: time budget of {args.budget:.0f} s used up"))
+                    continue
+                results.append(bench_size(n, args, work, env, tree_env, tree))
     except BenchError as exc:
         log(f"FAILED while preparing: {exc}")
         return 1
     finally:
         run(["bash", str(FLEET), "down", *all_names], timeout=120, env=env, check=False)
+        if args.baseline_rev:
+            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(work / "baseline-tree")], check=False,
+                           capture_output=True, timeout=120)
 
     print(f"\nllmops.sglang.deploy on N systemd-nspawn hosts over SSH; started {started}, {os.cpu_count()} CPUs, "
           f"forks {args.forks}, stand-in replaying {args.recording} (--max-seconds {args.max_seconds:g}), "
@@ -585,7 +636,7 @@ def main() -> int:
             if rows:
                 total = sum(row[1] for row in rows)
                 top = "; ".join(f"{name} {secs:.1f}" for name, secs, _count in rows[:args.top_tasks])
-                print(f"N={r.n} {label} run: {sum(row[2] for row in rows)} tasks, {total:.1f} s; slowest: {top}")
+                print(f"{r.tree} N={r.n} {label} run: {sum(row[2] for row in rows)} tasks, {total:.1f} s; slowest: {top}")
     if args.json:
         Path(args.json).write_text(json.dumps([r.__dict__ | {"ping": r.ping} for r in results], indent=2) + "\n")
     return 1 if any(r.error for r in results) else 0

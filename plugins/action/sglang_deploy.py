@@ -2,94 +2,165 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Controller side of llmops.sglang.sglang_deploy: the steps of the sglang_service role, each returning the role's one
-public result (registered as sglang_service_result)."""
+"""Controller side of llmops.sglang.sglang_deploy: one step of the sglang_service role on one host.
+
+Reads the role's inputs (its variables, templated once), this host's facts from the earlier steps and the other ranks'
+facts (their sglang_service_result), runs the step (plugin_utils/_deploy_steps.py, _deploy_verify.py) with this
+plugin as the host's executor, and returns the role's result.
+"""
 
 from __future__ import annotations
 
+import os
+from typing import Any, Callable, Dict, Tuple
+
+from ansible import constants as C
+from ansible import context
 from ansible.plugins.action import ActionBase
-from ansible.utils.display import Display
+from ansible.utils.hashing import checksum
 
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import Facts, Server, service_result
+from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_steps as steps
+from ansible_collections.llmops.sglang.plugins.plugin_utils._action_host import ActionHost
+from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_verify as verify
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs, plain
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import Server, service_result
 
-display = Display()
-
-ARGUMENT_SPEC = dict(
-    step=dict(type='str', required=True, choices=['result']),
-)
+RESULT = 'sglang_service_result'
 
 
-def _registered(task_vars, name):
-    value = task_vars.get(name)
-    return value if isinstance(value, dict) and value and not value.get('skipped') else None
+def _gate_unchanged(multinode: bool) -> Callable[[steps.Context], None]:
+    """sglang_service_benchmark_unchanged: measure a server the run left alone, once the host is known unchanged."""
+    def gate(ctx: steps.Context) -> None:
+        if ctx.facts.unchanged and ctx.plan.multinode == multinode:
+            verify.run_gate(ctx, changed=False)
+    return gate
+
+
+STEPS: Dict[str, Tuple[Callable[[steps.Context], None], ...]] = {
+    'plan': (steps.step_plan, _gate_unchanged(False)),
+    'ranks': (steps.step_ranks, _gate_unchanged(True)),
+    'install': (steps.step_install,),
+    'configure': (steps.step_configure,),
+    'restart': (steps.step_restart,),
+    'verify': (verify.step_verify,),
+    'judge': (verify.step_judge,),
+    'rollback': (verify.step_rollback,),
+    'finish': (verify.step_finish,),
+    'preflight': (steps.step_preflight,),
+}
+ARGUMENT_SPEC = dict(step=dict(type='str', required=True, choices=list(STEPS)))
+# steps that run after a failure too
+ALWAYS = ('finish',)
 
 
 class ActionModule(ActionBase):
     """Runs one step of the role's deployment on this host and returns the role's result."""
 
+    # No remote temporary directory of its own: modules run pipelined, and a copy it runs makes its own (never in check
+    # mode, which writes nothing on the host).
     TRANSFERS_FILES = False
-    _requires_connection = False
     _supports_check_mode = True
     _supports_async = False
 
-    def _value(self, task_vars, name, default=None):
-        """A role variable, templated; ``default`` when it is not defined or cannot be templated yet (a result of a step
-        that did not run)."""
-        if name not in task_vars:
-            return default
-        try:
-            return self._templar.template(task_vars[name])
-        except Exception:  # pylint: disable=broad-except
-            return default
+    def _values(self, task_vars: Dict[str, Any]) -> Dict[str, Any]:
+        """The role's inputs, templated once for this step."""
+        out = {}
+        for name in Inputs.names() + ['ansible_play_name']:
+            if name in task_vars:
+                out[name] = plain(self._templar.template(task_vars[name]))
+        return out
 
-    def _facts_of_this_run(self, task_vars):
-        """What the role's tasks registered in this run, as Facts."""
-        stamp = _registered(task_vars, 'sglang_service_deployment')
-        unchanged = bool(self._value(task_vars, '__sglang_service_unchanged', False))
-        if unchanged:
-            # what an earlier include of the role registered is not this run's
-            return Facts(stamp=stamp, unchanged=True)
-        gate = _registered(task_vars, 'sglang_service_gate')
-        if gate and gate.get('status') == 'regressed' and not gate.get('rolled_back'):
-            gate = dict(gate, failed=self._value(task_vars, 'sglang_service_benchmark_policy') == 'fail')
-        facts = Facts(
-            stamp=stamp, unchanged=unchanged,
-            deploy_reasons=list((stamp or {}).get('reasons') or []) if not unchanged else [],
-            restart_reasons=list(self._value(task_vars, '__sglang_service_deploy_reasons', []) or []) if not unchanged else [],
-            startable=bool(self._value(task_vars, '__sglang_service_startable', True)),
-            restart=_registered(task_vars, '__sglang_service_restart'),
-            wait=_registered(task_vars, 'sglang_service_wait_result'),
-            smoke=_registered(task_vars, 'sglang_service_smoke_result'),
-            history=_registered(task_vars, 'sglang_service_start_record'),
-            gate=gate, benchmark=_registered(task_vars, '__sglang_service_bench_last'))
-        failure_text = self._value(task_vars, '__sglang_service_failure_text')
-        if gate and gate.get('rolled_back') or failure_text:
-            failed = self._value(task_vars, '__sglang_service_failed_result', {}) or {}
-            status = 'regressed' if (gate or {}).get('status') == 'regressed' else failed.get('status') or 'failed'
-            facts.rollback = {'msg': '%s, rolled back' % (failure_text or (gate or {}).get('change')), 'status': status,
-                              'after': (gate or {}).get('after_rollback')}
-        facts.changed = bool(not unchanged and (facts.restart_reasons or _registered(task_vars, '__sglang_service_restart_decision')))
-        return facts
+    @staticmethod
+    def _hostvar(hostvars: Any, host: str, name: str, default: Any = None) -> Any:
+        try:
+            value = hostvars[host].get(name, default)
+        except (KeyError, AttributeError):
+            return default
+        return default if value is None else plain(value)
+
+    def _topology(self, task_vars: Dict[str, Any], inputs: Inputs) -> Topology:
+        host = task_vars.get('inventory_hostname') or ''
+        groups = task_vars.get('groups') or {}
+        hostvars = task_vars.get('hostvars') or {}
+        peers = tuple(groups.get(inputs.deployment_group) or ()) if inputs.deployment_group else ()
+        multinode = len(peers) > 1
+        batch = tuple(task_vars.get('ansible_play_batch') or ())
+        batch_groups: Dict[str, Tuple[str, ...]] = {}
+        if multinode:
+            for other in batch:
+                group = self._hostvar(hostvars, other, 'sglang_service_deployment_group', '')
+                if group and len(groups.get(group) or ()) > 1:
+                    batch_groups[group] = tuple(groups[group])
+        rank0 = peers[0] if multinode else host
+        wheelhouse = inputs.wheelhouse
+        files = tuple(sorted(n for n in os.listdir(wheelhouse) if os.path.isfile(os.path.join(wheelhouse, n)))) \
+            if wheelhouse and os.path.isdir(wheelhouse) else ()
+        return Topology(
+            host=host, peers=peers if multinode else (),
+            node_ranks=dict((p, self._hostvar(hostvars, p, 'sglang_service_node_rank')) for p in peers) if multinode else {},
+            rank0_address=str(self._hostvar(hostvars, rank0, 'sglang_service_dist_init_host')
+                              or self._hostvar(hostvars, rank0, 'ansible_host') or rank0) if multinode else '',
+            play_hosts=tuple(task_vars.get('ansible_play_hosts_all') or ()), batch=batch,
+            forks=int(context.CLIARGS.get('forks') or C.DEFAULT_FORKS), batch_groups=batch_groups,
+            wheelhouse_files=files, ansible_managed=str(C.config.get_config_value('DEFAULT_MANAGED_STR') or ''),
+            wheelhouse_checksums=dict((n, checksum(os.path.join(wheelhouse, n))) for n in files) if self._task.check_mode else {},
+            check_mode=bool(self._task.check_mode))
+
+    @staticmethod
+    def _facts(task_vars: Dict[str, Any], step: str, inputs: Inputs) -> Facts:
+        """This include's facts so far (the plan step starts afresh: an earlier include's result is not this run's)."""
+        if step == 'plan':
+            return Facts(server=inputs.name)
+        earlier = task_vars.get(RESULT)
+        return Facts.from_json(plain((earlier or {}).get('facts')) if isinstance(earlier, dict) else None)
+
+    def _peers(self, task_vars: Dict[str, Any], topo: Topology, inputs: Inputs) -> Dict[str, Facts]:
+        """The other ranks' facts of this server, as their last step left them."""
+        out = {}
+        hostvars = task_vars.get('hostvars') or {}
+        for peer in topo.peers:
+            if peer == topo.host or peer not in topo.play_hosts:
+                continue
+            result = self._hostvar(hostvars, peer, RESULT)
+            facts = Facts.from_json((result or {}).get('facts')) if isinstance(result, dict) else None
+            if facts is not None and facts.server == inputs.name:
+                out[peer] = facts
+        return out
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
-        _spec, _args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        facts = self._facts_of_this_run(task_vars)
-        multinode = bool(self._value(task_vars, '__sglang_service_multinode', False))
-        server = Server(name=str(self._value(task_vars, 'sglang_service_name', 'sglang')),
-                        url=self._value(task_vars, '__sglang_service_url'),
-                        node_rank=int(self._value(task_vars, '__sglang_service_node_rank', 0) or 0),
-                        deployment=self._value(task_vars, 'sglang_service_deployment_group') if multinode else None)
-        # The role's last step: its "changed" is the whole run's, so the PLAY RECAP counts a change on this host exactly
-        # when the result says it changed.
-        public = service_result(facts, server, bool(self._task.check_mode))
-        if public.outcome == 'unchanged' and facts.stamp:
-            stamp = facts.stamp
-            serving = ', serving: GET /health 200' if stamp.get('health') else ''
-            line = ('%s: unchanged since %s (same inputs, files, SGLang %s and unit invocation)%s; nothing installed, '
-                    'configured or restarted')
-            display.display(line % (task_vars.get('inventory_hostname'), stamp.get('recorded_at'), stamp.get('sglang_version'),
-                                    serving))
+        _spec, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        step = args['step']
+        values = self._values(task_vars)
+        inputs = Inputs.from_vars(values)
+        topo = self._topology(task_vars, inputs)
+        facts = self._facts(task_vars, step, inputs)
+        host = ActionHost(self, task_vars, topo.host)
+        ctx = steps.Context(inputs=inputs, values=values, topo=topo, facts=facts, peers=self._peers(task_vars, topo, inputs), host=host)
+        try:
+            if not facts.failure or step in ALWAYS:
+                for part in STEPS[step]:
+                    part(ctx)
+        except steps.StepFailed as failed:
+            facts.failure = failed.to_json(step)
+        finally:
+            try:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+            except Exception:  # pylint: disable=broad-except
+                pass  # the host went away: its temporary directory goes with the next connection's cleanup
+        facts.changed = facts.changed or ctx.changed
+        plan = ctx.plan
+        public = service_result(facts, Server(inputs.name, plan.url, plan.node_rank, plan.deployment), host.check_mode)
         result.update(public.to_json())
+        result.update(facts=facts.to_json(), plan=plan.to_json(), step=step)
+        # A step reports its own change (the PLAY RECAP counts it); the role's last step reports the whole run's, so
+        # the registered result says whether the run changed the host.
+        result['changed'] = facts.changed if step in ALWAYS else ctx.changed
+        if ctx.warnings:
+            result['warnings'] = ctx.warnings
+        if ctx.diffs:
+            result['diff'] = ctx.diffs
         return result

@@ -92,7 +92,8 @@ attributes:
     details: The state of every site is read from the file content; a second run reports RV(changed=false).
 notes:
   - Restart the SGLang server after a change (RV(changed)); a running server keeps the old code. The role
-    C(llmops.sglang.sglang_sm120_patch) registers C(sglang_sm120_patch_result) for the service role to do that.
+    C(llmops.sglang.sglang_sm120_patch) registers C(sglang_sm120_patch_result) for its caller to do that; the
+    C(llmops.sglang.sglang_service) role runs this module itself and restarts its unit.
   - "Release support (see the collection's C(docs/sm120-patch-matrix.md)): before 0.5.4 SGLang has no
     C(is_sm120_supported) helper, so nothing can be enabled (V(unsupported)); 0.5.7's auto-enable already includes SM120
     through C(is_blackwell_supported) (V(upstream_supports_sm120)); GLM-5 exists from 0.5.9; the resolver from 0.5.14.

@@ -11,13 +11,14 @@ module: sglang_run_report
 short_description: End a deploy or check run with one table, one row per host, and return the rows as data
 version_added: 0.2.0
 description:
-  - Builds one row per host from what the run registered (the no-change check of M(llmops.sglang.sglang_deploy_stamp),
-    the readiness wait of M(llmops.sglang.wait_for_sglang), a task failure caught by the playbook) and prints them as
-    one table, once, on the controller. The detail (tracebacks, log tails) stays in each host's registered results.
-  - Columns - C(HOST), C(STATUS) (V(ready), V(crashed), V(stalled), V(timeout), V(error), V(failed), V(unreachable),
-    V(not run)), C(STAGE) (the SGLang startup stage reached, or V(before start)), C(TIME) (seconds of this run's wait
-    for the start, wall clock), C(SIGNATURE) (the crash signature, V(unchanged) for a host the run left alone, V(-) for
-    a host that was started), C(REASON) (one line).
+  - Builds one row per host from what the run registered (for a deploy, the one result of the
+    P(llmops.sglang.sglang_service#role) role, C(sglang_service_result), and a task failure caught by the playbook) and
+    prints them as one table, once, on the controller. The detail (tracebacks, log tails) stays in each host's results.
+  - Columns - C(HOST), C(STATUS) (V(ready), V(crashed), V(stalled), V(timeout), V(error), V(failed), V(regressed),
+    V(dry run), V(unreachable), V(not run)), C(RUN) (deploy only, what the run did - V(unchanged), V(started),
+    V(restarted), V(rolled back), V(would deploy), V(would restart), V(not started)), C(STAGE) (the SGLang startup stage
+    reached, or V(before start)), C(TIME) (seconds of this run's wait for the start, wall clock), C(SIGNATURE) (the crash
+    signature), C(REASON) (one line). A deploy in check mode says on the line above the table that it was a dry run.
   - The same rows are returned in RV(rows); O(query) selects from them with a JMESPath expression.
   - Used by the C(llmops.sglang.deploy) and C(llmops.sglang.check) playbooks as their last task
     (with C(run_once)); see C(docs/run_report.md) for the example queries and how other parts add columns.
@@ -25,8 +26,9 @@ description:
 options:
   kind:
     description:
-      - Which run the rows describe. V(deploy) reads C(sglang_service_deployment), C(sglang_service_wait_result) and
-        C(sglang_run_failure); V(check) reads C(check_ready), C(check_driver) and C(sglang_run_failure) of every host.
+      - Which run the rows describe. V(deploy) reads the roles' results C(sglang_service_result) and C(nvidia_driver_result)
+        and C(sglang_run_failure); V(check) reads C(check_ready), C(check_driver), C(check_preflight), C(check_patch),
+        C(check_smoke), C(check_starts) and C(sglang_run_failure) of every host.
     type: str
     required: true
     choices: [check, deploy]

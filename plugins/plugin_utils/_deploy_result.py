@@ -78,6 +78,7 @@ class ServiceResult:
     deployment: Optional[str] = None
     sglang_version: Optional[str] = None
     recorded_at: Optional[str] = None
+    preflight: Optional[Dict[str, Any]] = None
     smoke: Optional[Dict[str, Any]] = None
     startup: Optional[Dict[str, Any]] = None
     gate: Optional[Dict[str, Any]] = None
@@ -98,6 +99,8 @@ def outcome_of(facts: Facts, check_mode: bool) -> str:
     """What the run did, from what the steps observed (see the module docstring)."""
     if facts.unchanged:
         return 'unchanged'
+    if facts.failure and not facts.restart:
+        return 'not started'  # a refusal, in a dry run too: nothing would be done
     if check_mode:
         return 'would restart' if facts.restart_reasons and facts.startable else 'would deploy'
     if facts.rollback:
@@ -137,9 +140,30 @@ def _first_line(text: Any) -> str:
     return lines[0].strip() if lines else ''
 
 
+def failed_start_message(wait: Dict[str, Any], server: Server) -> str:
+    """One line that says what and where: the stage, the signature, for a multi-node deployment which rank failed first,
+    and the line that proved it."""
+    status = wait.get('status') or 'failed'
+    text = '%s at stage %s' % (status, wait.get('stage') or 'start')
+    if wait.get('signature'):
+        text += ': %s' % wait['signature']
+    peer = wait.get('peer_failure') or {}
+    if peer:
+        text += ' because rank %s (%s) failed first' % (peer.get('node_rank'), peer.get('host'))
+    if status == 'crashed':
+        text += '; stopped %s.service' % server.name
+    line = _first_line(wait.get('error_line'))
+    if line:
+        text += '; %s' % (line if len(line) <= 160 else line[:157] + '...')
+    return text + ' (message, log tail and error context in sglang_service_result.wait)'
+
+
 def message_of(facts: Facts, server: Server, outcome: str, status: str) -> str:
     """One line: what happened, for a person (the detail stays in the fields)."""
     stamp = _plain_dict(facts.stamp) or {}
+    if facts.failure:
+        # the whole message: it says what, why and what to try (the table shows its first line)
+        return str(facts.failure.get('msg') or '').strip() or 'step %s failed' % facts.failure.get('step')
     if outcome == 'unchanged' and stamp.get('current'):
         serving = ', GET /health 200' if stamp.get('health') else ''
         return 'unchanged since %s (SGLang %s%s)' % (stamp.get('recorded_at'), stamp.get('sglang_version'), serving)
@@ -147,12 +171,11 @@ def message_of(facts: Facts, server: Server, outcome: str, status: str) -> str:
         why = facts.restart_reasons if outcome == 'would restart' else facts.deploy_reasons
         what = 'would restart %s.service' % server.name if outcome == 'would restart' else 'would deploy'
         return '%s: %s' % (what, '; '.join(why)) if why else what
-    if facts.failure:
-        return _first_line(facts.failure.get('msg')) or 'step %s failed' % facts.failure.get('step')
     if facts.rollback:
         return _first_line(facts.rollback.get('msg')) or 'rolled back'
     if (facts.gate or {}).get('failed'):
-        return '%s: %s, a regression; left running' % (facts.gate.get('change'), facts.gate.get('headline'))
+        return '%s: %s, a regression; left running (sglang_service_benchmark_policy=fail)' % (
+            facts.gate.get('change'), facts.gate.get('headline'))
     wait = _plain_dict(facts.wait) or {}
     smoke = _plain_dict(facts.smoke) or {}
     if status == 'failed' and 'ok' in smoke and not smoke['ok']:
@@ -160,6 +183,8 @@ def message_of(facts: Facts, server: Server, outcome: str, status: str) -> str:
     if status == 'ready':
         models = wait.get('models') or []
         return 'serving ' + ', '.join(models) if models else 'ready'
+    if status in FAILED_STARTS and wait:
+        return failed_start_message(wait, server)
     return _first_line(wait.get('msg')) or status
 
 
@@ -179,7 +204,7 @@ def service_result(facts: Facts, server: Server, check_mode: bool) -> ServiceRes
         signature=wait.get('signature'), elapsed=wait.get('elapsed'),
         url=server.url, node_rank=server.node_rank, deployment=server.deployment,
         sglang_version=stamp.get('sglang_version'), recorded_at=stamp.get('recorded_at'),
-        smoke=_plain_dict(facts.smoke),
+        preflight=_plain_dict(facts.preflight), smoke=_plain_dict(facts.smoke),
         startup=({'record': history.get('record'), 'comparison': history.get('comparison'), 'lines': history.get('lines')}
                  if history and history.get('record') else None),
         gate=_plain_dict(facts.gate), benchmark=_plain_dict(facts.benchmark), wait=_plain_dict(facts.wait),

@@ -42,7 +42,8 @@ def fill_result(row: HostRow, result: Dict[str, Any]) -> None:
         row.reason = one_line(result.get('msg'))
     if result.get('failure'):
         row.stage = row.stage if row.stage and row.stage != 'ready' else 'before start'
-        row.extra['failed_task'] = (result['failure'] or {}).get('step') or ''
+        failure = result['failure'] or {}
+        row.extra['failed_task'] = failure.get('what') or failure.get('step') or ''
     fill_smoke(row, result.get('smoke'))
     fill_startup(row, result.get('startup'))
 
@@ -126,10 +127,18 @@ def fill_startup(row: HostRow, history: Dict[str, Any]) -> None:
 SMOKE_COLUMNS = (Column('ttft', 'TTFT', _ttft, right=True),)
 STARTUP_COLUMNS = (Column('startup', 'STARTUP'),)
 
-# The role's public result; sglang_service_result.outcome is the row's kind (RUN).
+
+def fill_driver(row: HostRow, driver: Dict[str, Any]) -> None:
+    """The nvidia_driver role's result: a run that changed the driver changed the host (the PLAY RECAP counts it)."""
+    if _is_dict(driver) and driver.get('changed'):
+        row.changed = True
+
+
+# The roles' public results; sglang_service_result.outcome is the row's kind (RUN).
 RESULT_VAR = 'sglang_service_result'
 DEPLOY_PARTS: Tuple[Part, ...] = (
     Part(RESULT_VAR, fill_result, (Column('kind', 'RUN', after='status'),) + SMOKE_COLUMNS + STARTUP_COLUMNS),
+    Part('nvidia_driver_result', fill_driver),
     Part(FAILURE_VAR, fill_failure),
 )
 
@@ -162,8 +171,10 @@ def fill_check_driver(row: HostRow, driver: Dict[str, Any]) -> None:
         row.reason = one_line('driver: %s' % driver.get('msg'))
 
 
-def fill_check_preflight(row: HostRow, preflight: Dict[str, Any]) -> None:
-    """llmops.sglang.sglang_preflight, read-only: "ok", or the checks that failed; a failed one fails the check."""
+def fill_check_preflight(row: HostRow, checked: Dict[str, Any]) -> None:
+    """The pre-flight a deploy runs (llmops.sglang.sglang_preflight through the role's step), read-only: "ok", or the
+    checks that failed; a failed one fails the check."""
+    preflight = checked.get('preflight') if _is_dict(checked) and 'preflight' in checked else checked
     if not _is_dict(preflight) or 'ok' not in preflight:
         return
     failed = preflight.get('failed_checks') or []
@@ -208,7 +219,7 @@ def fill_guard(row: HostRow, guard: Dict[str, Any]) -> None:
 CHECK_PARTS: Tuple[Part, ...] = (
     Part('check_ready', fill_check_ready),
     Part('check_driver', fill_check_driver, (Column('driver', 'DRIVER'),)),
-    Part('sglang_service_preflight_result', fill_check_preflight, (Column('preflight', 'PRE-FLIGHT'),)),
+    Part('check_preflight', fill_check_preflight, (Column('preflight', 'PRE-FLIGHT'),)),
     Part('check_patch', fill_check_patch, (Column('sm120', 'SM120 PATCH'),)),
     Part('check_smoke', fill_smoke, SMOKE_COLUMNS),
     Part('check_starts', fill_startup, STARTUP_COLUMNS),

@@ -63,7 +63,7 @@ PLAY = '''\
       always:
         - name: Write the wait's result for the test
           ansible.builtin.copy:
-            content: "{{{{ sglang_service_wait_result | default({{}}) | to_json }}}}"
+            content: "{{{{ (sglang_service_result | default({{}})).wait | default({{}}, true) | to_json }}}}"
             dest: {out}
             mode: "0600"
           delegate_to: localhost
@@ -165,7 +165,7 @@ def test_controller_killed_after_the_files_before_the_restart(node):
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if 'Decide whether the server restarts' in line:
+        if 'Restart SGLang if the plan says so, and start it' in line:  # the restart step's header: files new, server old
             os.killpg(proc.pid, 9)
             break
     proc.wait(timeout=60)

@@ -42,8 +42,8 @@ pytestmark = [
     pytest.mark.skipif(not shutil.which('systemd-nspawn'), reason='needs systemd-container (tests/infra/fleet.sh deps)'),
 ]
 
-# The rescue keeps the failed task and its result for the test, then fails the host as the deploy did: the play ends
-# as a user's would (no handler runs for a failed host).
+# The rescue keeps what failed (the role's result names the part of its step and the failed module's result) for the
+# test, then fails the host as the deploy did: the play ends as a user's would.
 PLAY = '''\
 - name: Deploy SGLang ({tag})
   hosts: all
@@ -67,9 +67,11 @@ PLAY = '''\
       rescue:
         - name: Write the failed task and its result for the test
           ansible.builtin.copy:
-            content: "{{{{ {{'task': ansible_failed_task.name, 'result': ansible_failed_result}} | to_json }}}}"
+            content: "{{{{ {{'task': __failure.what, 'result': __failure.result | combine({{'msg': __failure.msg}})}} | to_json }}}}"
             dest: {out}
             mode: "0600"
+          vars:
+            __failure: "{{{{ sglang_service_result.failure }}}}"
           delegate_to: localhost
         - name: Fail as the deploy did
           ansible.builtin.fail:
@@ -175,7 +177,7 @@ def test_a_full_disk_at_the_unit_write_keeps_the_old_unit_and_the_server(node):
     with full_disk(node, os.path.dirname(UNIT)) as free:
         # RestartSec=10 -> 11: the new unit has as many bytes as the old one
         run = deploy(node, 'full-unit', sglang_service_restart_sec=11)
-        assert_fails_for_space(run, 'Write the systemd unit', UNIT, free, needed=len(before.encode('utf-8')))
+        assert_fails_for_space(run, 'unit file', UNIT, free, needed=len(before.encode('utf-8')))
         assert digests(node, [UNIT]) == hashes
         assert FILLER in remote(node, 'ls -A %s' % os.path.dirname(UNIT)).split()
         assert not [n for n in remote(node, 'ls -A %s' % os.path.dirname(UNIT)).split() if n.endswith('.tmp')]
@@ -189,7 +191,7 @@ def test_a_full_disk_at_the_sm120_patch_write_keeps_the_released_source_and_the_
     layers, server_args = (next(p for p in hashes if p.endswith(rel)) for rel in ('/layers/communicator.py', '/server_args.py'))
     with full_disk(node, os.path.dirname(server_args), leave_kib=64) as free:
         run = deploy(node, 'full-patch', sglang_service_sm120_patch='present')
-        result = assert_fails_for_space(run, 'Apply or revert the SGLang SM120 patches (present)', server_args, free)
+        result = assert_fails_for_space(run, 'SM120 patches present', server_args, free)
         assert (result['files_restored'], result['rollback_errors']) == ([layers], [])
         assert digests(node, node['patch_files']) == hashes      # every file in its released text
     assert unit_state(node) == serving
@@ -203,8 +205,7 @@ def test_a_full_disk_at_the_deployment_record_keeps_the_old_record_and_the_serve
     change = dict(sglang_sm120_patch_backup='true', sglang_service_history='false', sglang_service_preflight_min_free_gb=0)
     with full_disk(node, os.path.dirname(STAMP)) as free:
         run = deploy(node, 'full-record', **change)
-        result = assert_fails_for_space(run, "Record what this host now runs, for the next run's no-change check",
-                                        STAMP, free)
+        result = assert_fails_for_space(run, 'deployment record', STAMP, free)
         assert digests(node, [STAMP]) == hashes
     assert unit_state(node) == serving
     # with the space back, the same deploy writes the record it could not write (as many bytes as it needed) and

@@ -46,14 +46,16 @@ CONFIGS = (
     dict(COMMON, sglang_service_restart_sec=11, sglang_service_sm120_patch='present', sglang_service_api_key='kill-key-b',
          sglang_service_environment={'LLMOPS_KILL_TEST': 'b'}, sglang_service_secret_environment={'HF_TOKEN': 'hf_b'}),
 )
-# The sample CI kills at (task header, occurrence): right after the SM120 patch write (patched source new, unit and
-# environment old), right before the restart, right after it (the run offset not found yet); the kill inside the
-# restart (between its stop and its start) is a test of its own. Each point costs a kill and a rerun (~50 s on 2 idle
-# cores), so the other points run with LLMOPS_KILL_EVERY_TASK=1.
+# The sample CI kills at (task header, occurrence): right after the install step (the SM120 patch written, unit and
+# environment old), right before the restart step (every file new, the server old), right after it (restarted, not
+# waited for); the kill inside the restart (between its stop and its start) is a test of its own. Each point costs a
+# kill and a rerun (~50 s on 2 idle cores), so the other points run with LLMOPS_KILL_EVERY_TASK=1.
 SAMPLE = (
-    ('TASK [llmops.sglang.sglang_sm120_patch : Report the SM120 patch state per site]', 1),
-    ('RUNNING HANDLER [llmops.sglang.sglang_service : Restart SGLang (stop, GPU release check, measure the log, start)]', 1),
-    ('TASK [llmops.sglang.sglang_service : Find where the current run starts in the log]', 1),
+    ("TASK [llmops.sglang.sglang_service : Configure the account, directories, caches, environment and unit (refused when "
+     "a rank's pre-flight failed)]", 1),
+    ('TASK [llmops.sglang.sglang_service : Restart SGLang if the plan says so, and start it]', 1),
+    ('TASK [llmops.sglang.sglang_service : Wait until SGLang serves, send the smoke request, record the start, run the '
+     'benchmark gate]', 1),
 )
 HEADERS = ('TASK [', 'RUNNING HANDLER [')
 

@@ -6,9 +6,10 @@
 
 Covered here: argument validation from meta/argument_specs.yml, the report-only mode
 (nvidia_driver_manage=false, what the demo fleet uses), the refusal of user-space-only mode without a
-loaded module, and the flavor/source decision (tasks/decide.yml) for GPU architectures given as a
-variable and as PCI device IDs.  These runs never reach the install steps, so nothing is installed on
-this machine.
+loaded module, and the flavor/source decision (the role's plan step, llmops.sglang.nvidia_driver_deploy) for GPU
+architectures read from PCI device IDs and given as a variable (every other case of the decision is a unit test of the
+pure plan, tests/unit/plugins/plugin_utils/test_nvidia_plan.py).  These runs never reach the install steps, so nothing
+is installed on this machine.
 
 Stand-in: this machine has no NVIDIA GPU, so for the PCI-ID cases an ``lspci`` placed first on PATH
 prints ``lspci -n -d 10de:`` lines (format "BB:DD.F CCCC: VVVV:DDDD (rev RR)") with real device IDs:
@@ -46,13 +47,15 @@ def play(tmp_path, tasks, extra_vars=None, lspci=None):
           gather_facts: true
           tasks:
         %s
-            - name: Write what the role decided
+            - name: Write what the role decided (its one result)
               ansible.builtin.copy:
-                content: "{{ {'result': nvidia_driver_match_result | default(none), 'flavor': __nvidia_driver_flavor | default(none),
-                              'source': __nvidia_driver_source | default(none), 'archs': __nvidia_driver_archs | default(none),
-                              'branch': __nvidia_driver_branch | default(none)} | to_json }}"
+                content: "{{ {'result': nvidia_driver_result | default(none), 'flavor': __plan.flavor | default(none),
+                              'source': __plan.source | default(none), 'archs': __plan.archs | default(none),
+                              'branch': __plan.branch | default(none)} | to_json }}"
                 dest: %s
                 mode: "0600"
+              vars:
+                __plan: "{{ (nvidia_driver_result | default({})).plan | default({}, true) }}"
         ''') % (textwrap.indent(textwrap.dedent(tasks), '    '), out))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR='1', ANSIBLE_RETRY_FILES_ENABLED='0')
     if lspci is not None:
@@ -74,11 +77,17 @@ INCLUDE = '''\
     name: llmops.sglang.nvidia_driver
 '''
 
+# The role's plan step alone (the role would go on to install): its result, and its refusal as the role fails it.
 DECIDE = '''\
-- name: Run the role's decision step
-  ansible.builtin.include_role:
-    name: llmops.sglang.nvidia_driver
-    tasks_from: decide
+- name: Run the role's plan step
+  llmops.sglang.nvidia_driver_deploy:
+    step: plan
+  register: nvidia_driver_result
+
+- name: Fail as the role does
+  ansible.builtin.fail:
+    msg: "{{ nvidia_driver_result.msg }}"
+  when: nvidia_driver_result.failure is not none
 '''
 
 
@@ -89,7 +98,8 @@ def test_report_only_never_fails_without_a_gpu(tmp_path):
     assert facts['result']['kernel_module']['version'] is None
     assert 'NVIDIA driver (report only): no NVIDIA kernel module is loaded' in proc.stdout
     # Report-only mode decided nothing and installed nothing.
-    assert facts['flavor'] is None
+    assert facts['flavor'] is None and facts['result']['status'] == 'report'
+    assert facts['result']['changed'] is False
 
 
 def test_argument_spec_rejects_bad_values(tmp_path):
@@ -107,11 +117,7 @@ def test_userspace_only_without_a_loaded_module_fails_before_installing(tmp_path
 
 @pytest.mark.parametrize('extra, flavor', [
     ({'nvidia_driver_gpu_arch': 'blackwell', 'nvidia_driver_branch': '550'}, 'open'),      # Blackwell requires open
-    ({'nvidia_driver_gpu_arch': 'pascal', 'nvidia_driver_branch': '580'}, 'proprietary'),  # no open module for Pascal
-    ({'nvidia_driver_gpu_arch': 'ampere', 'nvidia_driver_branch': '550'}, 'proprietary'),  # before R560
-    ({'nvidia_driver_gpu_arch': 'hopper', 'nvidia_driver_branch': '570'}, 'open'),         # R560 and later
     ({'nvidia_driver_gpu_arch': 'ampere', 'nvidia_driver_version': '535.261.03'}, 'proprietary'),
-    ({'nvidia_driver_gpu_arch': 'ada', 'nvidia_driver_flavor': 'proprietary', 'nvidia_driver_branch': '580'}, 'proprietary'),
 ])
 def test_flavor_decision_from_the_arch_variable(tmp_path, extra, flavor):
     proc, facts = play(tmp_path, DECIDE, extra)

@@ -306,7 +306,7 @@ def run_role(host, tag, **role_vars):
               post_tasks:
                 - name: Write the final check and the facts the role saw
                   ansible.builtin.copy:
-                    content: "{{ nvidia_driver_match_result | combine({'os_family': ansible_facts.os_family}) | to_json }}"
+                    content: "{{ nvidia_driver_result | combine({'os_family': ansible_facts.os_family}) | to_json }}"
                     dest: %s
                     mode: "0600"
                   delegate_to: localhost

@@ -284,7 +284,7 @@ def run_role(node, role_vars, tag):
                         name: llmops.sglang.nvidia_driver
                     - name: Write the result
                       ansible.builtin.copy:
-                        content: "{{ {'failed': false, 'match': nvidia_driver_match_result, 'facts': ansible_facts.distribution} | to_json }}"
+                        content: "{{ {'failed': false, 'match': nvidia_driver_result, 'facts': ansible_facts.distribution} | to_json }}"
                         dest: "{{ result_file }}"
                         mode: "0600"
                       delegate_to: localhost
@@ -472,7 +472,7 @@ def test_cuda_repo_branch_names_no_module_loaded_reboot_pending(repo):
     role_vars = dict(BASE, nvidia_driver_source='cuda', nvidia_driver_version=DEB_V, nvidia_driver_gpu_arch='hopper')
     result = run_role(node, role_vars, 'first')
     # Installed, then refused: the module file on disk is not loaded, and the role may not reboot.
-    assert result['failed'] is True and result['task'] == 'Assert that module and user space match', result
+    assert result['failed'] is True and result['task'] == 'Stop when the driver cannot be installed as asked or proved to match', result
     assert 'a reboot is pending' in result['result']['msg'] and 'nvidia_driver_reboot is false' in result['result']['msg']
     assert 'loaded module is none' in result['result']['msg'], result['result']['msg']
     assert 'A reboot is pending: the NVIDIA kernel module on disk is %s, the loaded module is none' % DEB_V in result['stdout']
@@ -563,7 +563,7 @@ def test_debian_nonfree_open_headers_then_reboot_pending(repo):
     assert packages(node, ['libcuda1'])[0] == {}
 
     result = run_role(node, role_vars, 'first')
-    assert result['failed'] is True and result['task'] == 'Assert that module and user space match', result
+    assert result['failed'] is True and result['task'] == 'Stop when the driver cannot be installed as asked or proved to match', result
     msg = result['result']['msg']
     assert 'a reboot is pending' in msg and 'on disk is %s' % DEB_V in msg and 'loaded module is 535.216.01' in msg, msg
     versions, holds = packages(node, ['nvidia-open-kernel-dkms', 'libcuda1', 'libnvidia-ml1', 'nvidia-smi', 'nvidia-kernel-dkms'])

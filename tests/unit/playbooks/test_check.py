@@ -56,12 +56,14 @@ def test_check_row_failed_preflight_fails_a_serving_host():
     problem = ('GPU 0 is held by pid 13118 python3 (user alice): runs as alice, not as the service user. SGLang would run '
                'out of memory on it.')
     row = check_row(check_ready={'status': 'ready', 'stage': 'ready', 'http': _http(200)},
-                    sglang_service_preflight_result={'ok': False, 'failed_checks': ['gpus'], 'msg': 'pre-flight ... failed',
-                                                     'checks': {'gpus': {'status': 'failed', 'problems': [problem]}}})
+                    # the role's pre-flight step registers the role's result; the pre-flight is its "preflight"
+                    check_preflight={'outcome': 'unchanged', 'preflight': {
+                        'ok': False, 'failed_checks': ['gpus'], 'msg': 'pre-flight ... failed',
+                        'checks': {'gpus': {'status': 'failed', 'problems': [problem]}}}})
     assert (row['status'], row['ok'], row['preflight']) == ('failed', False, 'failed: gpus')
     assert row['reason'] == 'gpus: GPU 0 is held by pid 13118 python3 (user alice): runs as alice, not as the service user'
     row = check_row(check_ready={'status': 'ready', 'stage': 'ready', 'http': _http(200)},
-                    sglang_service_preflight_result={'ok': True, 'failed_checks': [], 'msg': 'pre-flight for sglang.service ok'})
+                    check_preflight={'preflight': {'ok': True, 'failed_checks': [], 'msg': 'pre-flight for sglang.service ok'}})
     assert (row['status'], row['preflight']) == ('ready', 'ok')
 
 

@@ -39,6 +39,8 @@ CASES = [
     (dict(stamp=CURRENT, unchanged=True), True, ('unchanged', 'ready', True, False)),
     (dict(DEPLOY, failure={'step': 'configure', 'msg': 'pre-flight failed: GPU 0 is held by pid 4242. sglang.service was not touched'}),
      False, ('not started', 'failed', False, False)),
+    (dict(DEPLOY, startable=False, failure={'step': 'install', 'msg': 'the installed SGLang 0.5.9 does not define --x'}),
+     True, ('not started', 'failed', False, False)),
     (dict(DEPLOY, restart=FIRST_START), False, ('started', 'not run', False, True)),
     (dict(DEPLOY, restart=RESTART, wait=READY, smoke={'ok': False, 'error': 'no complete answer within 10s'}), False,
      ('restarted', 'failed', False, True)),
@@ -68,14 +70,17 @@ def test_each_outcome_is_the_row_kind_in_the_deploy_table(facts, check_mode, exp
     assert (row.kind, row.status, row.ok, row.changed) == (result.outcome, result.status, result.ok, result.changed)
 
 
-def test_messages_say_what_happened_in_one_line():
+def test_messages_say_what_happened():
     def msg(check_mode=False, **facts):
         return service_result(Facts(**facts), SERVER, check_mode).msg
     assert msg(stamp=CURRENT, unchanged=True) == 'unchanged since 2026-12-01T13:02:11Z (SGLang 0.5.9, GET /health 200)'
     assert msg(True, **dict(DEPLOY, startable=False)) == 'would deploy: inputs changed: sglang_service_args'
     assert msg(True, **dict(DEPLOY, startable=True)) == 'would restart sglang.service: unit file'
     assert msg(**dict(DEPLOY, restart=RESTART, wait=READY)) == 'serving glm-5'
-    assert msg(**dict(DEPLOY, failure={'step': 'configure', 'msg': 'refused\nsecond line'})) == 'refused'
+    # a failure says all of its message (what, why, what to try); the table's REASON is its first line
+    assert msg(**dict(DEPLOY, failure={'step': 'configure', 'msg': 'refused\nsecond line'})) == 'refused\nsecond line'
+    # a dry run that refuses (a misspelled flag on a fresh host) says why, not what it would have done
+    assert msg(True, **dict(DEPLOY, startable=False, failure={'step': 'install', 'msg': 'does not define --x'})) == 'does not define --x'
 
 
 def test_the_result_is_plain_data_with_stable_fields():

@@ -144,3 +144,19 @@ def test_changed_is_what_the_role_says_this_run_changed():
                                                            changed=True, startable=False)}, DEPLOY_PARTS, True)
     assert (dry.status, dry.kind, dry.changed, dry.ok) == ('dry run', 'would deploy', True, True)
     assert dry.reason == 'would deploy: no deployment record yet'
+    # the driver role changed the host (its install), the server was left alone: the row counts the change as the recap does
+    both = build_row('n', {'sglang_service_result': _result(stamp=UNCHANGED, unchanged=True),
+                           'nvidia_driver_result': {'changed': True, 'status': 'match'}}, DEPLOY_PARTS, True)
+    assert (both.kind, both.changed) == ('unchanged', True)
+
+
+def test_the_line_above_the_table_says_a_check_mode_deploy_was_a_dry_run():
+    from ansible_collections.llmops.sglang.plugins.action.sglang_run_report import summary_line
+    stale = dict(stamp=STALE, deploy_reasons=STALE['reasons'], changed=True)
+    rows = [build_row('n1', {'sglang_service_result': _result(True, startable=False, **stale)}, DEPLOY_PARTS, True),
+            build_row('n2', {'sglang_service_result': _result(True, restart_reasons=['unit file'], **stale)}, DEPLOY_PARTS, True),
+            build_row('n3', {'sglang_service_result': _result(True, stamp=UNCHANGED, unchanged=True)}, DEPLOY_PARTS, True)]
+    assert summary_line('deploy', rows, dry_run=True) == (
+        'llmops.sglang deploy (dry run, check mode: nothing was changed): 3 hosts, 1 ready (1 unchanged), '
+        '2 dry run (1 would deploy, 1 would restart)')
+    assert summary_line('deploy', _rows()) == 'llmops.sglang deploy: 6 hosts, 2 ready (1 unchanged), 1 crashed, 1 failed, 1 timeout, 1 unreachable'

@@ -1,0 +1,53 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The host as the steps of a role's action plugin see it (llmops.sglang.sglang_deploy, nvidia_driver_deploy): modules
+and action plugins run through the action plugin for one host, one line per event on the terminal.
+
+Controller side only. A module runs pipelined over the task's connection like the task's own module would (check mode,
+no_log and diff follow the task; ``read_only`` runs a read in check mode too, ``secret`` adds no_log); an action plugin
+(wait_for_sglang, sglang_host_lock, copy) runs with a copy of the task carrying its arguments, as ansible.builtin.template
+runs copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from ansible.utils.display import Display
+
+display = Display()
+
+
+class ActionHost:
+    """The host as a step sees it: modules and action plugins run through this action plugin, lines on the terminal."""
+
+    def __init__(self, action: Any, task_vars: Dict[str, Any], name: str):
+        self._action, self._vars, self.name = action, task_vars, name
+        self.check_mode = bool(action._task.check_mode)
+
+    def module(self, name: str, args: Dict[str, Any], secret: bool = False, read_only: bool = False) -> Dict[str, Any]:
+        task = self._action._task
+        saved = (task.no_log, task.check_mode)
+        try:
+            task.no_log = saved[0] or secret
+            task.check_mode = saved[1] and not read_only
+            res = self._action._execute_module(module_name=name, module_args=dict(args), task_vars=self._vars)
+        finally:
+            task.no_log, task.check_mode = saved
+        res.pop('invocation', None)
+        return res
+
+    def action(self, name: str, args: Dict[str, Any]) -> Dict[str, Any]:
+        act = self._action
+        task = act._task.copy()
+        task.args = dict(args)
+        plugin = act._shared_loader_obj.action_loader.get(name, task=task, connection=act._connection, play_context=act._play_context,
+                                                          loader=act._loader, templar=act._templar, shared_loader_obj=act._shared_loader_obj)
+        res = plugin.run(task_vars=self._vars)
+        res.pop('invocation', None)
+        return res
+
+    def say(self, text: str) -> None:
+        display.display('%s: %s' % (self.name, text))

@@ -1,0 +1,425 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""The steps of the sglang_service role before the start: plan, ranks, install, configure, restart.
+
+Controller side only. A step reads the plan (``_deploy_plan.plan``, computed again from the inputs and the facts so
+far), runs the collection's modules on the host through ``Host`` (the action plugin llmops.sglang.sglang_deploy) and
+records what they found in the host's ``Facts``. It decides nothing itself: what to do is the plan's, what happened is
+the modules'. A step that cannot go on raises ``StepFailed``; the action plugin records it (``Facts.failure``) and the
+later steps do nothing, so the role ends with one failure line and its result.
+
+Steps run on every host of the play at once (one task each), so a step reads the other ranks' facts as the step before
+left them: the task boundary is the barrier between the ranks of a multi-node deployment.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Protocol
+
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_files import environment_text, secret_args_text, unit_text
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs, digest, input_digests
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Plan, Topology, plan
+from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import WheelFlagsError, check_with_wheel
+
+# Keys of a module result that are the run's bookkeeping, not what the module found.
+NOISE = ('invocation', 'changed', 'failed', 'diff', 'warnings', 'deprecations', '_ansible_no_log')
+
+
+class StepFailed(Exception):
+    """The step cannot go on: ``msg`` says what, why and what to try (one line first); ``what`` names the part of the
+    step (``unit file``, ``server arguments``, ...), ``result`` is the failed module's result (``no_space``, ``rc``, ...)."""
+
+    def __init__(self, msg: str, what: str = '', result: Optional[Dict[str, Any]] = None):
+        super().__init__(msg)
+        self.msg, self.what, self.result = msg, what, result
+
+    def to_json(self, step: str) -> Dict[str, Any]:
+        return {'step': step, 'what': self.what or step, 'msg': self.msg, 'result': self.result}
+
+
+class Host(Protocol):
+    """What a step may do on the host (implemented by the action plugin)."""
+
+    name: str
+    check_mode: bool
+
+    def module(self, name: str, args: Dict[str, Any], secret: bool = False, read_only: bool = False) -> Dict[str, Any]:
+        """Run a module; its result, failed or not. ``secret``: no_log; ``read_only``: runs in check mode too."""
+
+    def action(self, name: str, args: Dict[str, Any]) -> Dict[str, Any]:
+        """Run an action plugin (wait_for_sglang, sglang_host_lock, copy) for this host."""
+
+    def say(self, text: str) -> None:
+        """One line for this host on the terminal."""
+
+
+@dataclass
+class Context:
+    """One step on one host: the inputs, the topology, the facts so far, the other ranks' facts, the host."""
+
+    inputs: Inputs
+    values: Dict[str, Any]
+    topo: Topology
+    facts: Facts
+    peers: Dict[str, Facts]
+    host: Host
+    changed: bool = False
+    warnings: List[str] = field(default_factory=list)
+    diffs: List[Dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def plan(self) -> Plan:
+        return plan(self.inputs, self.topo, self.facts, self.peers)
+
+    @property
+    def check_mode(self) -> bool:
+        return self.host.check_mode
+
+    def run(self, name: str, args: Dict[str, Any], what: str = '', secret: bool = False, read_only: bool = False,
+            must: bool = True, counts: bool = True) -> Dict[str, Any]:
+        """Run a module, collect its change (unless it ``counts`` for nothing: a lock that leaves nothing behind),
+        warnings and diff; a failure raises StepFailed naming ``what``."""
+        res = self.host.module(name, args, secret=secret, read_only=read_only)
+        self._collect(res, secret, counts)
+        if must and res.get('failed'):
+            raise StepFailed(res.get('msg') or 'module %s failed' % name, what or name, None if secret else found(res))
+        return res
+
+    def act(self, name: str, args: Dict[str, Any], counts: bool = True) -> Dict[str, Any]:
+        res = self.host.action(name, args)
+        self._collect(res, False, counts)
+        return res
+
+    def _collect(self, res: Dict[str, Any], secret: bool, counts: bool) -> None:
+        if counts and res.get('changed') and not res.get('failed'):
+            self.changed = True
+        self.warnings.extend(str(w) for w in res.get('warnings') or [])
+        if res.get('diff') and not secret:
+            self.diffs.extend(res['diff'] if isinstance(res['diff'], list) else [res['diff']])
+
+
+def found(res: Dict[str, Any], *keep: str) -> Dict[str, Any]:
+    """What a module found: its result without the bookkeeping keys (or only ``keep``)."""
+    if keep:
+        return dict((k, res.get(k)) for k in keep)
+    return dict((k, v) for k, v in res.items() if k not in NOISE)
+
+
+def record_inputs(ctx: Context) -> Dict[str, str]:
+    """The deployment record's inputs: a digest per role input, plus what the inventory and the controller add."""
+    p = ctx.plan
+    digests = input_digests(ctx.values)
+    digests.update({'multi-node arguments': digest(p.multinode_args), 'interpreter': digest(p.python),
+                    'wheelhouse': digest(sorted(ctx.topo.wheelhouse_files)), 'ansible_managed': digest(ctx.topo.ansible_managed)})
+    return digests
+
+
+def stamp_args(ctx: Context, state: str) -> Dict[str, Any]:
+    p = ctx.plan
+    args = {'path': p.paths.stamp, 'state': state, 'inputs': record_inputs(ctx), 'files': list(p.managed_files),
+            'python': p.python, 'unit': '%s.service' % ctx.inputs.name}
+    if state == 'query' and p.serves_http:
+        args['health_url'] = p.url
+    return args
+
+
+# ------------------------------------------------------------------------------------------------ plan and ranks
+
+def say_decision(ctx: Context) -> None:
+    """The one line that says whether the host is left alone, and why not."""
+    stamp = ctx.facts.stamp or {}
+    if ctx.facts.unchanged:
+        serving = ', serving: GET /health 200' if stamp.get('health') else ''
+        ctx.host.say('unchanged since %s (same inputs, files, SGLang %s and unit invocation)%s; nothing installed, '
+                     'configured or restarted' % (stamp.get('recorded_at'), stamp.get('sglang_version'), serving))
+    elif ctx.inputs.skip_unchanged:
+        what = 'would deploy' if ctx.check_mode else 'full deploy'
+        ctx.host.say('%s: %s' % (what, '; '.join(ctx.facts.deploy_reasons) or 'no deployment record yet'))
+
+
+def decide_unchanged(ctx: Context) -> None:
+    p = ctx.plan
+    ctx.facts.unchanged, ctx.facts.deploy_reasons = p.unchanged, list(p.deploy_reasons)
+    say_decision(ctx)
+
+
+def step_plan(ctx: Context) -> None:
+    """Refuse what cannot work before anything is touched; check whether the host still runs the last proven
+    deployment (one module run); a single host decides here, the ranks of a multi-node deployment in step ranks."""
+    refusals = ctx.plan.refusals
+    if refusals:
+        raise StepFailed('%s; %s.service was not touched' % (' | '.join(refusals), ctx.inputs.name), 'plan')
+    if ctx.inputs.skip_unchanged:
+        res = ctx.run('llmops.sglang.sglang_deploy_stamp', stamp_args(ctx, 'query'), 'the no-change check')
+        ctx.facts.stamp = found(res)
+    if not ctx.plan.multinode:
+        decide_unchanged(ctx)
+
+
+def step_ranks(ctx: Context) -> None:
+    """Every rank has run its no-change check: the deployment is unchanged only when every rank is (a single host
+    decided in step plan)."""
+    if ctx.plan.multinode and not ctx.facts.failure:
+        decide_unchanged(ctx)
+
+
+# ------------------------------------------------------------------------------------------------ install
+
+def pip_failure(msg: str, inputs: Inputs) -> str:
+    """One line from pip's output: which versions it could install and which variable to set, else its last error."""
+    listed = re.search(r'from versions: ([^)]*)\)', msg or '')
+    if listed is None:
+        errors = re.findall(r'(?m)^ERROR: .*$', msg or '')
+        last = errors[-1] if errors else next((line for line in reversed((msg or '').splitlines()) if line.strip()), 'no output')
+        return 'pip could not install sglang==%s into %s: %s' % (inputs.version, inputs.venv, last)
+    versions = [v for v in listed.group(1).split(', ') if v not in ('none', '')]
+    source = ('the wheelhouse %s (copied to %s)' % (inputs.wheelhouse, inputs.wheelhouse_dest) if inputs.wheelhouse
+              else 'the package index pip uses on the host')
+    have = ', '.join(versions[-12:]) if versions else 'no sglang at all'
+    more = ' (the newest 12 of %d)' % len(versions) if len(versions) > 12 else ''
+    hint = ', or add its wheel to the wheelhouse (tests/infra/fleet.sh wheelhouse DIR sglang==VERSION)' if inputs.wheelhouse else ''
+    return 'sglang %s is not in %s; it has %s%s: set sglang_service_version to one of them%s' % (
+        inputs.version, source, have, more, hint)
+
+
+def compare_wheelhouse(ctx: Context) -> None:
+    """Check mode: whether the copy of the wheelhouse would change anything, by checksum (the copy action would make a
+    temporary directory on the host even in check mode)."""
+    inputs = ctx.inputs
+    for name in ctx.topo.wheelhouse_files:
+        there = ctx.run('ansible.legacy.stat', {'path': '%s/%s' % (inputs.wheelhouse_dest.rstrip('/'), name),
+                                                'checksum_algorithm': 'sha1', 'get_mime': False}, read_only=True).get('stat') or {}
+        if there.get('checksum') != ctx.topo.wheelhouse_checksums.get(name):
+            ctx.changed = True
+            return
+
+
+def install_sglang(ctx: Context) -> None:
+    inputs = ctx.inputs
+    if inputs.wheelhouse and ctx.check_mode:
+        compare_wheelhouse(ctx)
+    elif inputs.wheelhouse:
+        ctx.act('ansible.legacy.copy', {'src': inputs.wheelhouse.rstrip('/') + '/', 'dest': inputs.wheelhouse_dest.rstrip('/') + '/',
+                                        'mode': '0644', 'directory_mode': '0755'})
+    if inputs.keeps_previous:
+        res = ctx.run('ansible.legacy.command', {'argv': [ctx.plan.python, '-c', "import importlib.metadata as m; print(m.version('sglang'))"]},
+                      read_only=True, must=False, counts=False)
+        ctx.facts.previous_version = (res.get('stdout') or '').strip() if res.get('rc') == 0 else ''
+    extra = list(inputs.pip_extra_args) + (['--no-index', '--find-links', inputs.wheelhouse_dest] if inputs.wheelhouse else [])
+    res = ctx.run('ansible.legacy.pip', {'name': ['sglang==%s' % inputs.version] + list(inputs.pip_packages), 'virtualenv': inputs.venv,
+                                         'virtualenv_command': '%s -m venv' % inputs.venv_python,
+                                         'extra_args': ' '.join(shell_quote(a) for a in extra) or None}, must=False)
+    if res.get('failed'):
+        raise StepFailed(pip_failure(res.get('msg') or '', inputs), 'SGLang install', found(res))
+    if res.get('changed'):
+        ctx.facts.changes.append('SGLang install')
+        ctx.facts.sglang_pending = ctx.check_mode
+
+
+def shell_quote(word: str) -> str:
+    return word if re.match(r'^[A-Za-z0-9_@%+=:,./-]+$', word) else "'%s'" % word.replace("'", "'\"'\"'")
+
+
+def patch_sm120(ctx: Context, state: str) -> Dict[str, Any]:
+    inputs = ctx.inputs
+    args = {'python': ctx.plan.python, 'state': state, 'glm5_only': inputs.sm120_patch_glm5_only, 'backup': inputs.sm120_patch_backup}
+    if inputs.sm120_patch_sites:
+        args['patches'] = list(inputs.sm120_patch_sites)
+    res = ctx.run('llmops.sglang.sglang_patch_sm120', args, 'SM120 patches %s' % state)
+    sites = ', '.join('%s=%s' % (s.get('name'), s.get('status')) for s in res.get('sites') or [])
+    ctx.host.say('SM120 patches %s, SGLang %s: %s' % (state, res.get('sglang_version') or '?', sites or 'no site'))
+    return res
+
+
+def check_flags(ctx: Context) -> None:
+    """A flag the release does not define, or a value its argparse refuses, fails here, before anything is written; in
+    check mode with the release not installed yet, the flags are read from the wheel it would install."""
+    p = ctx.plan
+    if not ctx.facts.sglang_pending:
+        ctx.run('llmops.sglang.sglang_server_flags', {'python': p.python, 'args': p.server_args}, 'server arguments')
+        return
+    try:
+        checked = check_with_wheel(ctx.inputs.wheelhouse, ctx.inputs.version, p.server_args)
+    except WheelFlagsError as err:
+        raise StepFailed(err.msg, 'server arguments') from None
+    if checked is None:
+        ctx.warnings.append('check mode: the server arguments were not checked against SGLang %s, which is not installed on '
+                            '%s yet and has no wheel in sglang_service_wheelhouse to read its flags from'
+                            % (ctx.inputs.version, ctx.host.name))
+
+
+def run_preflight(ctx: Context) -> None:
+    inputs, p = ctx.inputs, ctx.plan
+    env = dict(inputs.environment, HOME=inputs.working_directory)
+    res = ctx.run('llmops.sglang.sglang_preflight', {
+        'unit': '%s.service' % inputs.name, 'user': inputs.user, 'python': p.python, 'server_args': p.server_args,
+        'environment': env, 'working_directory': inputs.working_directory, 'cleanup': inputs.preflight_cleanup,
+        'stop_timeout': inputs.preflight_stop_timeout, 'min_free_gb': inputs.preflight_min_free_gb,
+        'gpu_devices': list(inputs.preflight_gpu_devices), 'shared_devices': list(inputs.preflight_shared_devices),
+        # refused in step configure, after every rank has been checked, with the ranks' differences
+        'fail_on_problems': False}, 'pre-flight')
+    ctx.facts.preflight = found(res, 'ok', 'msg', 'summary', 'rank', 'stopped', 'removed', 'failed_checks', 'checks')
+    stopped = [str(s.get('pid')) for s in res.get('stopped') or []]
+    ctx.host.say('pre-flight %s: %s%s' % ('ok' if res.get('ok') else 'FAILED', res.get('summary'),
+                                          ', stopped orphans ' + ', '.join(stopped) if stopped else ''))
+
+
+def step_preflight(ctx: Context) -> None:
+    """The check playbook's read-only pre-flight of the server as a deploy would start it (run in check mode, with
+    sglang_service_preflight_cleanup false: it reports orphans and leaked shared memory and stops nothing)."""
+    run_preflight(ctx)
+
+
+def step_install(ctx: Context) -> None:
+    """Take the host lock, install SGLang, apply or revert the SM120 patches, check the server arguments against the
+    release and run the pre-flight: everything before the unit's configuration is touched."""
+    inputs, p = ctx.inputs, ctx.plan
+    if inputs.lock:
+        # the lock is released by the end of the run and leaves nothing behind: not a change of the host
+        lock = {'path': p.paths.lock, 'lease': p.lock_lease, 'timeout': inputs.lock_timeout,
+                'holder': {'play': ctx.values.get('ansible_play_name') or 'sglang_service'}}
+        res = ctx.act('llmops.sglang.sglang_host_lock', lock, counts=False)
+        if res.get('failed'):
+            raise StepFailed(res.get('msg') or 'could not take the SGLang lock %s' % p.paths.lock, 'host lock', found(res))
+        ctx.facts.lock_token = res.get('token') or ''
+    if inputs.install:
+        install_sglang(ctx)
+    if inputs.sm120_patch and not ctx.facts.sglang_pending:
+        if patch_sm120(ctx, inputs.sm120_patch).get('changed'):
+            ctx.facts.changes.append('SM120 patches')
+    if inputs.check_args:
+        check_flags(ctx)
+    if inputs.preflight:
+        run_preflight(ctx)
+
+
+# ------------------------------------------------------------------------------------------------ configure
+
+def create_account(ctx: Context) -> None:
+    inputs = ctx.inputs
+    ctx.run('ansible.legacy.group', {'name': inputs.group, 'system': True}, 'service group')
+    groups = ctx.run('ansible.legacy.getent', {'database': 'group'}, 'GPU device groups', read_only=True)
+    present = (groups.get('ansible_facts') or {}).get('getent_group') or {}
+    ctx.run('ansible.legacy.user', {'name': inputs.user, 'group': inputs.group,
+                                    'groups': [g for g in inputs.device_groups if g in present], 'append': True,
+                                    'system': True, 'shell': '/usr/sbin/nologin', 'home': inputs.working_directory,
+                                    'create_home': False}, 'service user')
+
+
+def create_directories(ctx: Context) -> None:
+    inputs = ctx.inputs
+    dirs = [(inputs.config_dir, 'root', 'root', '0755'), (inputs.working_directory, inputs.user, inputs.group, '0750')]
+    if inputs.log_path:
+        dirs.append((inputs.log_path.rsplit('/', 1)[0] or '/', 'root', inputs.group, '0750'))
+    for path, owner, group, mode in dirs:
+        ctx.run('ansible.legacy.file', {'path': path, 'state': 'directory', 'owner': owner, 'group': group, 'mode': mode},
+                'directory %s' % path)
+
+
+def write_file(ctx: Context, name: str, dest: str, content: str, mode: str, secret: bool, verify: str = 'none') -> None:
+    """One configuration file, written atomically by llmops.sglang.sglang_config_file (a full disk fails naming the path,
+    the old file untouched); a replaced file is kept as a backup for a rollback."""
+    res = ctx.run('llmops.sglang.sglang_config_file', {'dest': dest, 'content': content, 'owner': 'root', 'group': 'root',
+                                                       'mode': mode, 'verify': verify, 'backup': ctx.inputs.keeps_previous},
+                  name, secret=secret)
+    if res.get('changed'):
+        ctx.facts.changes.append(name)
+    if res.get('backup_file'):
+        ctx.facts.backups.append({'dest': dest, 'backup_file': res['backup_file'], 'secret': secret})
+    if res.get('created'):
+        ctx.facts.created.append(dest)
+        if dest == ctx.plan.paths.unit:
+            ctx.facts.startable = not ctx.check_mode  # check mode: a unit not installed yet is neither restarted nor started
+
+
+def remove_key_file(ctx: Context) -> None:
+    """An emptied API key removes the key file; the previous unit loads it as a credential, so it is kept for a rollback."""
+    paths = ctx.plan.paths
+    if ctx.inputs.keeps_previous:
+        kept = ctx.run('ansible.legacy.copy', {'src': paths.secret_args, 'dest': paths.secret_args_kept, 'remote_src': True,
+                                               'owner': 'root', 'group': 'root', 'mode': '0600'}, secret=True, must=False)
+        ctx.facts.key_file_kept = bool(kept.get('changed')) and not kept.get('failed')
+    res = ctx.run('ansible.legacy.file', {'path': paths.secret_args, 'state': 'absent'}, 'API-key file')
+    if res.get('changed'):
+        ctx.facts.changes.append('API-key file removed')
+
+
+def write_files(ctx: Context) -> None:
+    inputs, p, managed = ctx.inputs, ctx.plan, ctx.topo.ansible_managed
+    env = dict((ctx.facts.caches or {}).get('environment') or {})
+    env.update(inputs.environment)  # the cache variables first: the user's own settings win
+    write_file(ctx, 'environment file', p.paths.env, environment_text(env, managed), '0644', False)
+    write_file(ctx, 'secret environment file', p.paths.secret_env, environment_text(inputs.secret_environment, managed), '0600', True)
+    if inputs.api_key:
+        write_file(ctx, 'API-key file', p.paths.secret_args, secret_args_text(inputs.api_key), '0600', True)
+    else:
+        remove_key_file(ctx)
+    # systemd-analyze verify checks the new unit before it replaces the old one; a warning counts as a failure
+    write_file(ctx, 'unit file', p.paths.unit, unit_text(inputs, p, managed), '0644', False, verify='systemd-unit')
+
+
+def step_configure(ctx: Context) -> None:
+    """Refuse the start on a failed pre-flight (any rank's) or ranks that differ; then the account, the directories,
+    the caches and the files the unit runs with, each changed only where it differs."""
+    inputs, p = ctx.inputs, ctx.plan
+    if inputs.preflight and inputs.preflight_enforce and p.rank_problems:
+        raise StepFailed(' | '.join(list(p.rank_problems) + ['%s.service was not touched' % inputs.name]), 'pre-flight')
+    if inputs.preflight_enforce:
+        # StartLimitBurst= bounds systemd's own restarts; a deliberate start by a deploy must not be refused for them
+        res = ctx.run('ansible.legacy.command', {'argv': ['systemctl', 'reset-failed', '%s.service' % inputs.name]}, must=False,
+                      counts=False)
+        if res.get('failed') and 'not loaded' not in (res.get('stderr') or '') and not ctx.check_mode:
+            raise StepFailed('systemctl reset-failed %s.service: %s' % (inputs.name, res.get('stderr') or res.get('msg')),
+                             'start-rate counter', found(res))
+    if inputs.create_user:
+        create_account(ctx)
+    create_directories(ctx)
+    if inputs.warm_caches:
+        res = ctx.run('llmops.sglang.sglang_compile_cache', {
+            'root': inputs.cache_dir, 'version': inputs.version, 'owner': inputs.user, 'group': inputs.group,
+            'keep': inputs.cache_keep, 'environment': inputs.environment}, 'compile caches')
+        ctx.facts.caches = found(res, 'environment', 'dirs', 'state')
+    write_files(ctx)
+    ctx.facts.own_reasons = list(ctx.plan.own_reasons)
+
+
+# ------------------------------------------------------------------------------------------------ restart
+
+def step_restart(ctx: Context) -> None:
+    """The one restart decision of the role (the plan's reasons, the other ranks' included), then the start of a unit
+    that is not running, and where the new run starts in the log."""
+    inputs, p = ctx.inputs, ctx.plan
+    reasons = list(p.restart_reasons)
+    ctx.facts.restart_reasons = reasons
+    unit = '%s.service' % inputs.name
+    if ctx.check_mode:
+        if not ctx.facts.startable:
+            ctx.host.say('would deploy %s (not installed yet: nothing to restart)' % unit)
+        elif reasons:
+            ctx.host.say('would restart %s: %s' % (unit, ', '.join(reasons)))
+        return
+    size = None
+    if inputs.log_path:
+        size = (ctx.run('ansible.legacy.stat', {'path': inputs.log_path, 'get_checksum': False, 'get_mime': False},
+                        read_only=True).get('stat') or {}).get('size')
+    if reasons:
+        ctx.host.say('restarting %s: %s' % (unit, ', '.join(reasons)))
+        res = ctx.run('llmops.sglang.sglang_restart', {
+            'unit': unit, 'log_path': inputs.log_path, 'run_file': p.paths.run_file, 'release_check': inputs.preflight,
+            'user': inputs.user, 'environment': inputs.environment, 'gpu_devices': list(inputs.preflight_gpu_devices),
+            'shared_devices': list(inputs.preflight_shared_devices), 'cleanup': inputs.preflight_cleanup,
+            'stop_timeout': inputs.preflight_stop_timeout}, 'restart of %s' % unit)
+        ctx.facts.restart = found(res)
+        size = res.get('log_size')
+    res = ctx.run('ansible.legacy.systemd_service', {'name': unit, 'state': 'started', 'enabled': True, 'daemon_reload': True},
+                  'start of %s' % unit)
+    ctx.facts.started = bool(res.get('changed')) and not reasons
+    if inputs.log_path:
+        offset = ctx.run('llmops.sglang.sglang_run_offset', {'unit': unit, 'path': p.paths.run_file, 'log_size': size or 0},
+                         'log offset')
+        ctx.facts.run_offset = offset.get('offset')
