@@ -211,9 +211,13 @@ def fill_guard(row: HostRow, guard: Dict[str, Any]) -> None:
     if not _is_dict(guard) or guard.get('summary') in (None, 'not installed'):
         return
     row.extra['guard'] = guard['summary']
-    row.extra['guard_events'] = ['%s %s -> %s: %s%s' % (e.get('at'), e.get('kind'), e.get('action'), e.get('reason'),
-                                                       '; %s' % e['outcome'] if e.get('outcome') else '')
-                                 for e in (guard.get('guard') or {}).get('events') or []]
+    events = (guard.get('guard') or {}).get('events') or []
+    row.extra['guard_events'] = [_guard_event_line(e) for e in events]
+
+
+def _guard_event_line(event):
+    outcome = '; %s' % event['outcome'] if event.get('outcome') else ''
+    return '%s %s -> %s: %s%s' % (event.get('at'), event.get('kind'), event.get('action'), event.get('reason'), outcome)
 
 
 CHECK_PARTS: Tuple[Part, ...] = (

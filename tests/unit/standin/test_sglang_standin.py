@@ -461,7 +461,9 @@ def test_metrics_and_get_load_count_the_requests_in_flight(tmp_path, run):
     results = {}
     threads = [_stream_in_thread(p.base, 30, results, i) for i in range(3)]
     # --max-running-requests 2: two run and the third waits (polled together: under load the third may come later)
-    running_and_queued = (lambda: (_metric(p, 'sglang:num_running_reqs'), _metric(p, 'sglang:num_queue_reqs')) == (2, 1))
+    def running_and_queued():
+        return (_metric(p, 'sglang:num_running_reqs'), _metric(p, 'sglang:num_queue_reqs')) == (2, 1)
+
     assert poll_until(p, p.elapsed() + 5, running_and_queued) is not None
     load = p.get_json('/get_load')
     assert [(r['num_reqs'], r['num_waiting_reqs']) for r in load] == [(3, 1)]
