@@ -63,7 +63,7 @@ def check_with_wheel(wheelhouse: str, version: str, args: Dict[str, Any]) -> Opt
         raise WheelFlagsError('Could not read the server flags of SGLang %s from %s: %s' % (version, path, exc)) from None
     unknown, problems = sf.check_args(args, parsed)
     if unknown or problems:
-        parts = ([sf.unknown_message(unknown, version)] if unknown else []) + problems
+        parts = ([sf.unknown_message(unknown, version, release='SGLang')] if unknown else []) + problems
         raise WheelFlagsError('%s. Fix the server arguments (flag names are checked against %s, read from the wheel %s) or '
                               'install the SGLang release that has these flags.'
                               % ('; '.join(parts), ', '.join(parsed['files'][:3]), os.path.basename(path)))

@@ -881,11 +881,12 @@ def check_args(args, parsed):
     return unknown, problems
 
 
-def unknown_message(unknown, version=None):
-    """``the installed SGLang 0.5.9 does not define this flag: --mem-fraction-statc (did you mean ...?)``."""
+def unknown_message(unknown, version=None, release='the installed SGLang'):
+    """``the installed SGLang 0.5.9 does not define this flag: --mem-fraction-statc (did you mean ...?)``; ``release``
+    names where the flags were read (a dry run reads the wheel it would install)."""
     parts = []
     for item in unknown:
         hint = ' (did you mean %s?)' % ' or '.join(item['did_you_mean']) if item['did_you_mean'] else ''
         parts.append('%s%s' % (item['flag'], hint))
     what = 'this flag' if len(unknown) == 1 else 'these flags'
-    return 'the installed SGLang%s does not define %s: %s' % (' ' + version if version else '', what, '; '.join(parts))
+    return '%s%s does not define %s: %s' % (release, ' ' + version if version else '', what, '; '.join(parts))
