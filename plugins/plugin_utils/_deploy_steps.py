@@ -24,7 +24,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_files import environment_text, secret_args_text, unit_text
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs, digest, input_digests
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Plan, Topology, plan
-from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import WheelFlagsError, check_with_wheel
+from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import WheelFlagsError, check_from_index, check_with_wheel
 
 # Keys of a module result that are the run's bookkeeping, not what the module found.
 NOISE = ('invocation', 'changed', 'failed', 'diff', 'warnings', 'deprecations', '_ansible_no_log')
@@ -243,14 +243,18 @@ def check_flags(ctx: Context) -> None:
     if not ctx.facts.sglang_pending:
         ctx.run('llmops.sglang.sglang_server_flags', {'python': p.python, 'args': p.server_args}, 'server arguments')
         return
+    inputs = ctx.inputs
     try:
-        checked = check_with_wheel(ctx.inputs.wheelhouse, ctx.inputs.version, p.server_args)
+        if inputs.wheelhouse:
+            checked = check_with_wheel(inputs.wheelhouse, inputs.version, p.server_args)
+            why = 'has no wheel in sglang_service_wheelhouse to read its flags from'
+        else:
+            checked, why = check_from_index(inputs.version, p.server_args, inputs.pip_extra_args)
     except WheelFlagsError as err:
         raise StepFailed(err.msg, 'server arguments') from None
     if checked is None:
         ctx.warnings.append('check mode: the server arguments were not checked against SGLang %s, which is not installed on '
-                            '%s yet and has no wheel in sglang_service_wheelhouse to read its flags from'
-                            % (ctx.inputs.version, ctx.host.name))
+                            '%s yet and %s' % (inputs.version, ctx.host.name, why))
 
 
 def run_preflight(ctx: Context) -> None:

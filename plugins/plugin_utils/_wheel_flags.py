@@ -5,7 +5,10 @@
 """The server flags of an SGLang release read from its wheel, without installing it (controller side).
 
 A deploy in check mode on a host where pip would create or change the venv cannot read the release from the host (it
-is not there yet); the wheel it would install is in sglang_service_wheelhouse on the controller. The flags are read the
+is not there yet). The wheel it would install is in sglang_service_wheelhouse on the controller, or, without a
+wheelhouse, on the package index the host's pip uses: the controller downloads that one wheel (``pip download
+--no-deps``, the index options of sglang_service_pip_extra_args) into its wheel cache, once per release
+(``$LLMOPS_SGLANG_CACHE/wheels``, default ``~/.cache/llmops-sglang/wheels``). The flags are read the
 way llmops.sglang.sglang_server_flags reads an installed release (``sglang._flags.parse_server_flags`` over the
 source files, read from the zip archive in memory), so a misspelled flag or a value the release refuses fails the dry
 run with the same message as the real one.
@@ -15,10 +18,22 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+import tempfile
 import zipfile
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _flags as sf
+
+
+# pip's options that say where packages come from (the rest of sglang_service_pip_extra_args is the install's business)
+INDEX_OPTIONS = ('--index-url', '-i', '--extra-index-url', '--find-links', '-f', '--trusted-host')
+INDEX_SWITCHES = ('--no-index', '--pre')
+# Any platform's wheel of a release has the same Python sources; from 0.5.11 SGLang publishes platform wheels only.
+DOWNLOAD = ('download', '--no-deps', '--only-binary=:all:', '--platform', 'manylinux_2_34_x86_64', '--python-version', '3.12',
+            '--implementation', 'cp', '--disable-pip-version-check', '--quiet')
+DOWNLOAD_TIMEOUT = 300
 
 
 class WheelFlagsError(Exception):
@@ -34,6 +49,46 @@ def find_wheel(wheelhouse: str, version: str) -> Optional[str]:
     wanted = re.compile(r'^sglang-%s-[^-]+-[^-]+-[^-]+\.whl$' % re.escape(version))
     names = sorted(n for n in os.listdir(wheelhouse) if wanted.match(n))
     return os.path.join(wheelhouse, names[0]) if names else None
+
+
+def cache_dir() -> str:
+    """The controller's wheel cache (shared with the test suite's, tests/sglang_wheels.py)."""
+    root = os.environ.get('LLMOPS_SGLANG_CACHE') or os.path.join(os.path.expanduser('~'), '.cache', 'llmops-sglang')
+    return os.path.join(root, 'wheels')
+
+
+def index_args(pip_extra_args: Sequence[str]) -> List[str]:
+    """The options of ``pip_extra_args`` that choose the package index (``--index-url URL``, ``--find-links=DIR``, ...)."""
+    out: List[str] = []
+    words = list(pip_extra_args)
+    for i, word in enumerate(words):
+        name = word.split('=', 1)[0]
+        if word in INDEX_SWITCHES or (name in INDEX_OPTIONS and '=' in word):
+            out.append(word)
+        elif word in INDEX_OPTIONS and i + 1 < len(words):
+            out += [word, words[i + 1]]
+    return out
+
+
+def fetch_wheel(version: str, pip_extra_args: Sequence[str], cache: str, timeout: float = DOWNLOAD_TIMEOUT) -> Tuple[Optional[str], str]:
+    """The wheel of sglang ``version`` in ``cache``, downloaded from the index once; ``(None, why)`` when pip cannot."""
+    found = find_wheel(cache, version)
+    if found is not None:
+        return found, ''
+    try:
+        os.makedirs(cache, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache, prefix='.dl-') as tmp:
+            argv = [sys.executable, '-m', 'pip'] + list(DOWNLOAD) + ['-d', tmp, 'sglang==%s' % version] + index_args(pip_extra_args)
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+            got = find_wheel(tmp, version)
+            if proc.returncode != 0 or got is None:
+                lines = [line for line in (proc.stderr or proc.stdout or '').splitlines() if line.strip()]
+                return None, 'pip download sglang==%s on the controller failed: %s' % (version, lines[-1] if lines else 'rc=%d' % proc.returncode)
+            final = os.path.join(cache, os.path.basename(got))
+            os.replace(got, final)  # atomic: hosts of one run may fetch the same release at once
+            return final, ''
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, 'could not download sglang==%s into %s on the controller: %s' % (version, cache, exc)
 
 
 def wheel_sources(archive: zipfile.ZipFile):
@@ -54,8 +109,18 @@ def check_with_wheel(wheelhouse: str, version: str, args: Dict[str, Any]) -> Opt
     """Check ``args`` against the flags of the wheel of ``version``; None when there is no such wheel. Raises
     WheelFlagsError naming the flags and values the release refuses."""
     path = find_wheel(wheelhouse, version)
-    if path is None:
-        return None
+    return None if path is None else check_wheel(path, version, args)
+
+
+def check_from_index(version: str, args: Dict[str, Any], pip_extra_args: Sequence[str],
+                     cache: Optional[str] = None) -> Tuple[Optional[Dict[str, Any]], str]:
+    """Check ``args`` against the wheel of ``version`` the host's pip would download; ``(None, why)`` when the
+    controller cannot get it (no route to the index: nothing proven either way). Raises WheelFlagsError as above."""
+    path, why = fetch_wheel(version, pip_extra_args, cache or cache_dir())
+    return (None, why) if path is None else (check_wheel(path, version, args), '')
+
+
+def check_wheel(path: str, version: str, args: Dict[str, Any]) -> Dict[str, Any]:
     try:
         with zipfile.ZipFile(path) as archive:
             parsed = sf.parse_server_flags(wheel_sources(archive))

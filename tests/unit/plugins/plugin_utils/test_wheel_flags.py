@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import WheelFlagsError, check_with_wheel, find_wheel
+from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import (
+    WheelFlagsError, check_from_index, check_with_wheel, find_wheel, index_args)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
@@ -61,3 +62,36 @@ def test_a_broken_wheel_is_an_error_naming_it(tmp_path):
     with pytest.raises(WheelFlagsError) as err:
         check_with_wheel(str(tmp_path), '0.5.9', GOOD)
     assert str(broken) in err.value.msg
+
+
+@pytest.mark.parametrize('extra, expected', [
+    (['--no-deps'], []),
+    (['--no-deps', '--index-url', 'https://mirror.example/simple', '--pre'], ['--index-url', 'https://mirror.example/simple', '--pre']),
+    (['--no-index', '--find-links=/srv/wheels', '-i', 'https://a/simple', '--trusted-host', 'a'],
+     ['--no-index', '--find-links=/srv/wheels', '-i', 'https://a/simple', '--trusted-host', 'a']),
+    (['--find-links'], []),
+])
+def test_the_index_options_of_the_hosts_pip(extra, expected):
+    assert index_args(extra) == expected
+
+
+def test_without_a_wheelhouse_the_wheel_pip_would_install_is_fetched_once(tmp_path):
+    """A real `pip download` on the controller from a local index (--no-index --find-links: no network)."""
+    index, cache = tmp_path / 'index', tmp_path / 'cache'
+    index.mkdir()
+    wheel = sglang_wheels.wheel_path('0.5.9')
+    shutil.copy(str(wheel), str(index))
+    extra = ['--no-deps', '--no-index', '--find-links', str(index)]
+    with pytest.raises(WheelFlagsError) as err:
+        check_from_index('0.5.9', dict(GOOD, **{'mem-fraction-statc': 0.8}), extra, cache=str(cache))
+    assert 'read from the wheel %s' % wheel.name in err.value.msg
+    assert sorted(p.name for p in cache.iterdir()) == [wheel.name]  # no temporary directory left
+    (index / wheel.name).unlink()  # the second dry run reads the cache, not the index
+    checked, why = check_from_index('0.5.9', GOOD, extra, cache=str(cache))
+    assert (checked['wheel'], why) == (str(cache / wheel.name), '')
+
+
+def test_a_release_the_index_does_not_have_is_no_verdict_with_the_reason(tmp_path):
+    checked, why = check_from_index('0.4.0', GOOD, ['--no-index', '--find-links', str(tmp_path)], cache=str(tmp_path / 'cache'))
+    assert checked is None and why.startswith('pip download sglang==0.4.0 on the controller failed: ')
+    assert list((tmp_path / 'cache').iterdir()) == []
