@@ -127,6 +127,11 @@ options:
     description: The run record of the unit (as M(llmops.sglang.sglang_restart)), updated by the guard's restarts.
     type: str
     default: ''
+  lock_path:
+    description: The deploy's host lock (as M(llmops.sglang.sglang_host_lock)). While a deploy holds it, a round only notes
+      that and does nothing else.
+    type: str
+    default: ''
   metrics_path:
     description: A C(.prom) file in node_exporter's textfile-collector directory for the guard's counters. Empty
       writes none.
@@ -303,7 +308,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _ho
 
 CONFIG_OPTIONS = ('unit', 'url', 'api_key', 'endpoint', 'prompt', 'max_tokens', 'smoke_timeout', 'interval', 'hung_after', 'restart_max',
                   'restart_window', 'crash_restarts', 'crash_window', 'start_timeout', 'stall_timeout', 'stop_timeout', 'log_path',
-                  'run_file', 'state_path', 'metrics_path', 'kernel_log', 'nvidia_smi', 'user', 'environment', 'gpu_devices',
+                  'run_file', 'lock_path', 'state_path', 'metrics_path', 'kernel_log', 'nvidia_smi', 'user', 'environment', 'gpu_devices',
                   'shared_devices', 'server_args', 'events_keep', 'gateway')
 
 
@@ -326,7 +331,7 @@ def argument_spec():
         hung_after=dict(type='int', default=2), restart_max=dict(type='int', default=1), restart_window=dict(type='float', default=3600.0),
         crash_restarts=dict(type='int', default=3), crash_window=dict(type='float', default=600.0),
         start_timeout=dict(type='float', default=1800.0), stall_timeout=dict(type='float', default=900.0),
-        log_path=dict(type='str', default=''), run_file=dict(type='str', default=''),
+        log_path=dict(type='str', default=''), run_file=dict(type='str', default=''), lock_path=dict(type='str', default=''),
         metrics_path=dict(type='str', default=''), kernel_log=dict(type='str', default=''), nvidia_smi=dict(type='str', default=''),
         server_args=dict(type='dict', default={}), events_keep=dict(type='int', default=20), show=dict(type='int', default=5),
         gateway=dict(type='dict', options=gateway))

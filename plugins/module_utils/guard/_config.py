@@ -59,6 +59,7 @@ class GuardConfig:
     stop_timeout: float = 10.0
     log_path: str = ''
     run_file: str = ''
+    lock_path: str = ''
     state_path: str = '/var/lib/sglang/sglang.guard.json'
     metrics_path: str = ''
     kernel_log: str = ''

@@ -22,6 +22,7 @@ import shutil
 import sys
 import time
 
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _lock
 from ansible_collections.llmops.sglang.plugins.module_utils.deploy._startup_history import write_text
 from ansible_collections.llmops.sglang.plugins.module_utils.guard import _report as report
 from ansible_collections.llmops.sglang.plugins.module_utils.guard._act import Actor
@@ -31,6 +32,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.guard._gateway impor
 from ansible_collections.llmops.sglang.plugins.module_utils.guard._observe import Observer, describe
 from ansible_collections.llmops.sglang.plugins.module_utils.guard._state import GuardEvent, advance, read, write
 from ansible_collections.llmops.sglang.plugins.module_utils.host._command import local_run
+from ansible_collections.llmops.sglang.plugins.module_utils.host._procfs import boot_id
 
 
 def _is_new(decision, state):
@@ -66,11 +68,28 @@ def say(message):
     sys.stdout.flush()
 
 
+def deploying(lock_path, now):
+    """Who holds the deploy's host lock (deploy/_lock) now, or '' (no lock file, or a stale one)."""
+    if not lock_path:
+        return ''
+    record, dummy = _lock.read_record(lock_path, check_mode=True)
+    if record is None or _lock.stale_reason(record, now, boot_id()):
+        return ''
+    return record.holder.describe()
+
+
 def run_once(config, run=local_run, which=shutil.which, clock=time.time, log=say, rotation=None):
-    """One round with ``config``; returns what it decided and did (the state is written, metrics too)."""
+    """One round with ``config``; returns what it decided and did (the state is written, metrics too). While a deploy
+    holds the host lock the round only records that: the deploy restarts and waits, the guard does not act beside it."""
     state, damage = read(config.state_path)
     if damage is not None:
         log('llmops.sglang guard: %s' % damage.message('guard state'))
+    holder = deploying(config.lock_path, clock())
+    if holder:
+        state.last_round, state.last_kind, state.rounds = clock(), 'deploying', state.rounds + 1
+        write(config.state_path, state)
+        return {'decision': {'kind': 'deploying', 'action': 'none', 'reason': 'a deploy holds the host lock: %s' % holder},
+                'observed': [], 'event': None, 'outcome': None, 'summary': report.summary(state)}
     if rotation is None and config.gateway is not None:
         rotation = GatewayRotation(config.gateway)
     obs = Observer(config, run, which).observe(state)

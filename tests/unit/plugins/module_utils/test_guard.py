@@ -21,7 +21,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.guard._act import Ac
 from ansible_collections.llmops.sglang.plugins.module_utils.guard._config import GatewaySettings, GuardConfig, problems
 from ansible_collections.llmops.sglang.plugins.module_utils.guard._decide import Decision, Observation, Params, decide
 from ansible_collections.llmops.sglang.plugins.module_utils.guard._observe import line_keys, new_fault_lines
-from ansible_collections.llmops.sglang.plugins.module_utils.guard._round import record
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _lock
+from ansible_collections.llmops.sglang.plugins.module_utils.guard._round import record, run_once
 from ansible_collections.llmops.sglang.plugins.module_utils.guard._state import GuardState, advance, read, write
 from ansible_collections.llmops.sglang.plugins.module_utils.host._systemd import parse_show
 
@@ -239,3 +240,15 @@ def test_the_installed_code_is_the_loaded_modules_own_source(tmp_path):
 def test_recorded_unit_states_parse(name):
     props = parse_show(text('guard', name))
     assert set(('ActiveState', 'SubState', 'Result', 'InvocationID', 'NRestarts')) <= set(props)
+
+
+def test_a_round_only_notes_a_deploy_that_holds_the_host_lock(tmp_path):
+    lock = str(tmp_path / 'sglang.lock')
+    held = _lock.apply(lock, _lock.Request(state='present', lease=600, holder=_lock.Holder(controller='ctl', user='ops', play='deploy')))
+    assert held.acquired
+    config = GuardConfig(state_path=str(tmp_path / 'guard.json'), lock_path=lock)
+    calls = []
+    result = run_once(config, run=lambda argv, data=None: calls.append(argv) or (1, '', ''), which=lambda name: None, log=calls.append)
+    assert result['decision'] == {'kind': 'deploying', 'action': 'none', 'reason': "a deploy holds the host lock: ops@ctl, play 'deploy'"}
+    assert calls == [], 'nothing observed, nothing done'
+    assert read(config.state_path)[0].last_kind == 'deploying'
