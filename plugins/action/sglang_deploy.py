@@ -19,6 +19,7 @@ from ansible import context
 from ansible.plugins.action import ActionBase
 from ansible.utils.hashing import checksum
 
+from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_guard as guard
 from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_steps as steps
 from ansible_collections.llmops.sglang.plugins.plugin_utils._action_host import ActionHost
 from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_verify as verify
@@ -40,14 +41,14 @@ def _gate_unchanged(multinode: bool) -> Callable[[steps.Context], None]:
 
 STEPS: Dict[str, Tuple[Callable[[steps.Context], None], ...]] = {
     'plan': (steps.step_plan, _gate_unchanged(False)),
-    'ranks': (steps.step_ranks, _gate_unchanged(True)),
+    'ranks': (steps.step_ranks, _gate_unchanged(True), guard.guard_unchanged),
     'install': (steps.step_install,),
     'configure': (steps.step_configure,),
     'restart': (steps.step_restart,),
     'verify': (verify.step_verify,),
     'judge': (verify.step_judge,),
     'rollback': (verify.step_rollback,),
-    'finish': (verify.step_finish,),
+    'finish': (verify.step_finish, guard.guard_after_deploy),
     'preflight': (steps.step_preflight,),
 }
 ARGUMENT_SPEC = dict(step=dict(type='str', required=True, choices=list(STEPS)))

@@ -79,9 +79,11 @@ def unit_text(inputs: Inputs, plan: Plan, managed: str) -> str:
     lines += [
         'Restart=%s' % inputs.restart_policy,
         'RestartSec=%s' % inputs.restart_sec,
+        '# Every stop ends within TimeoutStopSec: SIGTERM to the whole cgroup (the schedulers too), SIGKILL after the bound.',
+        '# SGLang ignores SIGTERM while it loads (sgl-project/sglang#16145) and its children can outlive it (#23627).',
         'TimeoutStopSec=%s' % inputs.timeout_stop_sec,
-        '# SGLang\'s launcher kills its scheduler children itself; make sure none survives a stop.',
         'KillMode=control-group',
+        'SendSIGKILL=yes',
         '# Hugging Face and FlashInfer/Triton JIT caches go under the service\'s own home.',
         'Environment=HOME=%s' % inputs.working_directory,
         '# NCCL pins host memory and opens many sockets/IPC handles per GPU.',

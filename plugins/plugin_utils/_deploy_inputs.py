@@ -131,6 +131,11 @@ class Inputs:
     preflight_min_free_gb: float = 2.0
     preflight_gpu_devices: Tuple[str, ...] = ()
     preflight_shared_devices: Tuple[str, ...] = ('/dev/nvidiactl', '/dev/nvidia-uvm', '/dev/nvidia-uvm-tools')
+    gpu_health: str = 'fail'
+    kernel_log: str = ''
+    nvidia_smi: str = ''
+    guard: bool = False
+    guard_settings: Dict[str, Any] = field(default_factory=dict, repr=False)
     # the SM120 patch role's variables (without its prefix)
     sm120_patch_sites: Tuple[str, ...] = ()
     sm120_patch_glm5_only: bool = True

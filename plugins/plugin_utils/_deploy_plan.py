@@ -287,8 +287,23 @@ def refuse_forks(inputs: Inputs, topo: Topology) -> Optional[str]:
             '-f %d or more (or forks in ansible.cfg, ANSIBLE_FORKS)' % (topo.forks, inputs.deployment_group, ranks, ranks))
 
 
+# The unit's stop bound (docs/guard.md, "Stops that do not hang"): what sglang_service_unit_extra may not loosen.
+STOP_BOUND_KEYS = ('KillMode', 'SendSIGKILL', 'KillSignal', 'FinalKillSignal')
+
+
+def refuse_loose_stops(inputs: Inputs, _topo: Topology) -> Optional[str]:
+    """A stop must reach the server's whole process tree and end within TimeoutStopSec."""
+    loose = [key for key in STOP_BOUND_KEYS if key in inputs.unit_extra]
+    if not loose:
+        return None
+    return ('sglang_service_unit_extra sets %s: the role\'s unit sends SIGTERM to every process of the server\'s cgroup and '
+            'SIGKILL after sglang_service_timeout_stop_sec (SGLang ignores SIGTERM while it loads, and its schedulers can '
+            'outlive it). Remove them; set sglang_service_timeout_stop_sec for a longer or shorter bound'
+            % ', '.join(loose))
+
+
 REFUSALS: Tuple[Callable[[Inputs, Topology], Optional[str]], ...] = (
-    refuse_bad_args, refuse_derived_flags, refuse_missing_ranks, refuse_split_batch, refuse_forks)
+    refuse_bad_args, refuse_derived_flags, refuse_missing_ranks, refuse_split_batch, refuse_forks, refuse_loose_stops)
 
 
 # ------------------------------------------------------------------------------------------------ decisions

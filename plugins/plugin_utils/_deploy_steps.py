@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol
 
+from ansible_collections.llmops.sglang.plugins.module_utils.preflight._checks import CHECKS as PREFLIGHT_CHECKS
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_files import environment_text, secret_args_text, unit_text
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs, digest, input_digests
@@ -265,6 +266,10 @@ def run_preflight(ctx: Context) -> None:
         'environment': env, 'working_directory': inputs.working_directory, 'cleanup': inputs.preflight_cleanup,
         'stop_timeout': inputs.preflight_stop_timeout, 'min_free_gb': inputs.preflight_min_free_gb,
         'gpu_devices': list(inputs.preflight_gpu_devices), 'shared_devices': list(inputs.preflight_shared_devices),
+        'gpu_health': 'warn' if inputs.gpu_health == 'warn' else 'fail', 'kernel_log': inputs.kernel_log or None,
+        'nvidia_smi': inputs.nvidia_smi or None,
+        # sglang_service_gpu_health: off leaves out the GPU health check
+        'checks': [check for check in PREFLIGHT_CHECKS if check != 'gpu_health' or inputs.gpu_health != 'off'],
         # refused in step configure, after every rank has been checked, with the ranks' differences
         'fail_on_problems': False}, 'pre-flight')
     ctx.facts.preflight = found(res, 'ok', 'msg', 'summary', 'rank', 'stopped', 'removed', 'failed_checks', 'checks')

@@ -103,10 +103,11 @@ class Layout:
 
 def service_text(layout, config, python):
     """The oneshot that runs one round. Its start bound covers a restart: the server's stop, its start (the guard's
-    start_timeout), the generation request and the gateway's return."""
+    start_timeout), the generation request and the gateway's return. -B: a round writes no __pycache__ beside the code
+    (the next install would find it stale and report a change)."""
     bound = int(2 * config.smoke_timeout + config.start_timeout + 600 + (config.gateway.return_timeout if config.gateway else 0))
     return (MANAGED + '[Unit]\nDescription=llmops.sglang guard of %s: one round\nAfter=%s\n\n'
-            '[Service]\nType=oneshot\nExecStart=%s -I %s --config %s\nTimeoutStartSec=%d\nSyslogIdentifier=%s\n'
+            '[Service]\nType=oneshot\nExecStart=%s -I -B %s --config %s\nTimeoutStartSec=%d\nSyslogIdentifier=%s\n'
             % (config.unit, config.unit, python, layout.entry, layout.config_path, bound, layout.name))
 
 

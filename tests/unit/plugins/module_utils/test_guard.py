@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -234,6 +235,19 @@ def test_the_installed_code_is_the_loaded_modules_own_source(tmp_path):
     stale = tmp_path / 'lib-dir' / 'lib' / 'old.py'
     stale.write_text('')
     assert gi.stale_files(layout, wanted) == [str(stale)]
+
+
+def test_a_round_leaves_nothing_stale_beside_its_code(tmp_path):
+    """Found by the guard molecule scenario's idempotence step: the rounds' __pycache__ made every install a change."""
+    layout = gi.Layout('sglang-guard', str(tmp_path / 'lib-dir'), str(tmp_path / 'guard.json'), unit_dir=str(tmp_path / 'units'))
+    wanted = gi.wanted_files(layout, GuardConfig(), sys.executable, gi.runtime_sources())
+    gi.apply(wanted, gi.plan(wanted), [])
+    exec_start = [line for line in open(layout.service).read().splitlines() if line.startswith('ExecStart=')][0]
+    python_and_flags = exec_start[len('ExecStart='):].split()[:-3]  # without the entry program and --config FILE
+    lib = os.path.join(layout.install_dir, 'lib')
+    entry = 'ansible_collections.llmops.sglang.plugins.module_utils.guard._round'
+    subprocess.run(python_and_flags + ['-c', 'import sys; sys.path.insert(0, %r); import %s' % (lib, entry)], check=True)
+    assert gi.stale_files(layout, wanted) == []
 
 
 @pytest.mark.parametrize('name', ['systemctl-show-serving.txt', 'systemctl-show-auto-restart.txt', 'systemctl-show-gave-up.txt'])
