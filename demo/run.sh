@@ -120,6 +120,8 @@ export ANSIBLE_FORKS=10
 export ANSIBLE_STDOUT_CALLBACK=llmops.sglang.brief
 export ANSIBLE_CALLBACK_RESULT_FORMAT=yaml
 export ANSIBLE_LOG_PATH="$log"
+# the log also keeps the lines that are -v on the screen (a host's passed pre-flight, its SM120 patch state, ...)
+export ANSIBLE_LOG_VERBOSITY=1
 
 export LLMOPS_DEMO_WHEELHOUSE="$dir/wheelhouse"
 phase "Downloading the SGLang release for the hosts' wheelhouse (they have no route to PyPI)" \

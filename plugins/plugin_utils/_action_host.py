@@ -49,5 +49,10 @@ class ActionHost:
         res.pop('invocation', None)
         return res
 
-    def say(self, text: str) -> None:
-        display.display('%s: %s' % (self.name, text))
+    def say(self, text: str, detail: bool = False) -> None:
+        """One line on the terminal; a ``detail`` (what went as expected, said again in the result) only with -v, and in
+        the log file with ANSIBLE_LOG_VERBOSITY >= 1."""
+        if detail:
+            display.verbose('%s: %s' % (self.name, text), caplevel=0)
+        else:
+            display.display('%s: %s' % (self.name, text))

@@ -55,8 +55,8 @@ class Host(Protocol):
     def action(self, name: str, args: Dict[str, Any]) -> Dict[str, Any]:
         """Run an action plugin (wait_for_sglang, sglang_host_lock, copy) for this host."""
 
-    def say(self, text: str) -> None:
-        """One line for this host on the terminal."""
+    def say(self, text: str, detail: bool = False) -> None:
+        """One line for this host on the terminal (a ``detail``: with -v only)."""
 
 
 @dataclass
@@ -70,7 +70,9 @@ class Context:
     peers: Dict[str, Facts]
     host: Host
     changed: bool = False
-    warnings: List[str] = field(default_factory=list)
+    # the modules' warnings as they returned them (ansible-core 2.19+: WarningSummary objects, which the task executor
+    # takes as they are; str() of one is its repr) and the steps' own (strings)
+    warnings: List[Any] = field(default_factory=list)
     diffs: List[Dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -99,7 +101,7 @@ class Context:
     def _collect(self, res: Dict[str, Any], secret: bool, counts: bool) -> None:
         if counts and res.get('changed') and not res.get('failed'):
             self.changed = True
-        self.warnings.extend(str(w) for w in res.get('warnings') or [])
+        self.warnings.extend(res.get('warnings') or [])
         if res.get('diff') and not secret:
             self.diffs.extend(res['diff'] if isinstance(res['diff'], list) else [res['diff']])
 
@@ -233,7 +235,8 @@ def patch_sm120(ctx: Context, state: str) -> Dict[str, Any]:
         args['patches'] = list(inputs.sm120_patch_sites)
     res = ctx.run('llmops.sglang.sglang_patch_sm120', args, 'SM120 patches %s' % state)
     sites = ', '.join('%s=%s' % (s.get('name'), s.get('status')) for s in res.get('sites') or [])
-    ctx.host.say('SM120 patches %s, SGLang %s: %s' % (state, res.get('sglang_version') or '?', sites or 'no site'))
+    # the patch state is in the result (and the check's SM120 PATCH column); a failure stops the step
+    ctx.host.say('SM120 patches %s, SGLang %s: %s' % (state, res.get('sglang_version') or '?', sites or 'no site'), detail=True)
     return res
 
 
@@ -274,8 +277,11 @@ def run_preflight(ctx: Context) -> None:
         'fail_on_problems': False}, 'pre-flight')
     ctx.facts.preflight = found(res, 'ok', 'msg', 'summary', 'rank', 'stopped', 'removed', 'failed_checks', 'checks')
     stopped = [str(s.get('pid')) for s in res.get('stopped') or []]
+    # a failed pre-flight (or one that stopped orphans) is an event; a passed one is the result's (and the check's
+    # PRE-FLIGHT column)
     ctx.host.say('pre-flight %s: %s%s' % ('ok' if res.get('ok') else 'FAILED', res.get('summary'),
-                                          ', stopped orphans ' + ', '.join(stopped) if stopped else ''))
+                                          ', stopped orphans ' + ', '.join(stopped) if stopped else ''),
+                 detail=bool(res.get('ok')) and not stopped)
 
 
 def step_preflight(ctx: Context) -> None:

@@ -51,7 +51,9 @@ def wait(ctx: Context, api_key: str) -> Dict[str, Any]:
 def say_ready(ctx: Context, res: Dict[str, Any]) -> None:
     stages = [s for s in res.get('stages') or [] if s.get('log_elapsed') is not None]
     timed = '; stages by the server log\'s own clock: ' + ', '.join('%s at %ss' % (s['stage'], s['log_elapsed']) for s in stages)
-    ctx.host.say('ready after %.1fs of waiting (this run\'s clock)%s' % (float(res.get('elapsed') or 0.0), timed if stages else ''))
+    # the wait's progress line said "ready" already: the stages by the log's clock are detail
+    ctx.host.say('ready after %.1fs of waiting (this run\'s clock)%s' % (float(res.get('elapsed') or 0.0), timed if stages else ''),
+                 detail=True)
 
 
 def smoke_and_history(ctx: Context) -> None:

@@ -26,6 +26,7 @@ Run:  python -m pytest tests/integration/test_demo.py   (root; PyPI and the Debi
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -168,9 +169,18 @@ def assert_the_run_is_logged(lines, mode):
     return text
 
 
+def node_namespace(node):
+    """The network namespace tests/infra/fleet.sh gives NODE in FLEET_DIR (another state directory, such as a CI run's,
+    may use the same node names under its own prefix)."""
+    path = os.path.realpath(FLEET_DIR)
+    if path == '/var/tmp/llmops-fleet':
+        return 'llmops-n-' + node
+    return 'llmops-x%s-%s' % (hashlib.sha256((path + '\n').encode()).hexdigest()[:6], node)
+
+
 def assert_nothing_left_behind(nodes):
     names = _netns()
-    assert not any(re.search(r'-%s\b' % node, names) for node in nodes), names
+    assert not any(re.search(r'^%s\b' % re.escape(node_namespace(node)), names, re.M) for node in nodes), names
     if not re.search(r'^llmops-(?!hub)', names, re.M):
         assert 'llmops-hub' not in names
 
@@ -218,10 +228,8 @@ def test_demo_ready_then_unchanged():
     assert_nothing_left_behind(NODES['ready'])
 
 
-# The crash mode's budget is 40 lines (issue 23); until the sglang_service role's one-line reports per host (why a host
-# is deployed in full, the pre-flight verdict, the SM120 patch state: 9 lines here) move behind -v with the role's
-# rework (issue 21), the run prints about 46.
-CRASH_BUDGET = 48
+# The crash mode's budget (issue 23: at most 40 lines); a host's passed pre-flight and SM120 patch state are -v lines
+CRASH_BUDGET = 40
 
 
 def test_demo_crash_says_each_failure_once():
@@ -241,7 +249,14 @@ def test_demo_crash_says_each_failure_once():
         'failed: [demo4, demo5, demo6] Fail the hosts that are not serving: not serving; its row in the table above says why']
     assert_no_failure_block(lines)
     log = assert_the_run_is_logged(lines, 'crash')
-    assert 'fatal: [demo4]: FAILED!' in log and 'Stop when SGLang did not become ready' in log  # the detail: in the log
+    # the detail is in the full log: each host's failure as the role failed it, with the stage and signature of its row
+    # (and its log's line), and the lines the screen leaves to -v
+    for host, row in rows.items():
+        failed = re.findall(r"^.*\| fatal: \[%s\]: FAILED! => \n\s+changed: false\n\s+msg: '?(crashed at stage (\S+): (\S+);[^\n]*)"
+                            % host, log, re.M)
+        assert [(stage, signature) for _msg, stage, signature in failed] == [(row['STAGE'], row['SIGNATURE'])], (host, failed)
+        assert re.search(r'^.*\| %s: pre-flight ok: ' % host, log, re.M), host
+        assert re.search(r'^.*\| %s: SM120 patches present, SGLang 0\.5\.9: ' % host, log, re.M), host
     assert_readme_says_what_the_demo_prints('crash', lines)
     assert_nothing_left_behind(NODES['crash'])
 

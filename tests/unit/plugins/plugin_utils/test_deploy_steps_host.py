@@ -1,0 +1,70 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the steps of llmops.sglang.sglang_deploy pass on to the terminal: the modules' warnings reach ansible-core's task
+executor as the modules returned them (a bug printed `[WARNING]: WarningSummary(event=Event(msg=...` on ansible-core
+2.19), and a host's detail lines are -v only."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from ansible.utils.display import Display
+
+from ansible_collections.llmops.sglang.plugins.plugin_utils._action_host import ActionHost
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import Context
+
+_messages = pytest.importorskip('ansible.module_utils._internal._messages')  # ansible-core 2.19+
+
+FUSION = 'SM120 FlashInfer allreduce fusion is enabled in SGLang 0.5.9: benchmark it'
+
+
+class ModuleHost:
+    """A host whose modules return one recorded result (the step's executor, without a connection)."""
+
+    name, check_mode = 'node1', False
+
+    def __init__(self, result):
+        self.result = result
+
+    def module(self, name, args, secret=False, read_only=False):
+        return dict(self.result)
+
+
+def context(host):
+    return Context(inputs=None, values={}, topo=None, facts=None, peers={}, host=host)
+
+
+def test_a_modules_warning_reaches_the_task_result_as_the_module_returned_it():
+    summary = _messages.WarningSummary(event=_messages.Event(msg=FUSION))
+    ctx = context(ModuleHost({'changed': True, 'warnings': [summary]}))
+    ctx.run('llmops.sglang.sglang_patch_sm120', {}, 'SM120 patches present')
+    ctx.warnings.append('the SGLang lock /run/sglang.lock was not released: gone')  # a step's own warning
+    # the object itself: the task executor takes a WarningSummary as it is (its str() is its repr, which was printed)
+    assert ctx.warnings == [summary, 'the SGLang lock /run/sglang.lock was not released: gone'] and ctx.warnings[0] is summary
+    assert ctx.changed
+
+
+def test_a_plain_warning_of_an_older_module_result_stays_its_text():
+    ctx = context(ModuleHost({'warnings': ['flashinfer-python was not found beside SGLang']}))
+    ctx.run('llmops.sglang.sglang_patch_sm120', {})
+    assert ctx.warnings == ['flashinfer-python was not found beside SGLang']
+
+
+@pytest.mark.parametrize('verbosity, expected', [(0, ['node1: restarting sglang.service: unit file']),
+                                                 (1, ['node1: restarting sglang.service: unit file',
+                                                      'node1: pre-flight ok: gpus ok'])])
+def test_a_detail_line_is_for_verbose_runs_only(capsys, verbosity, expected):
+    display = Display()
+    saved = display.verbosity
+    display.verbosity = verbosity
+    try:
+        host = ActionHost(SimpleNamespace(_task=SimpleNamespace(check_mode=False)), {}, 'node1')
+        host.say('restarting sglang.service: unit file')
+        host.say('pre-flight ok: gpus ok', detail=True)
+    finally:
+        display.verbosity = saved
+    out = capsys.readouterr()
+    assert [line for line in (out.out + out.err).splitlines() if line] == expected
