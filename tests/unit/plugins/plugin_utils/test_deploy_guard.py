@@ -33,7 +33,7 @@ class Host:
     def action(self, name, args):
         raise AssertionError('no action expected: %s' % name)
 
-    def say(self, text):
+    def say(self, text, detail=False):
         self.said.append(text)
 
 
