@@ -460,6 +460,7 @@ def test_metrics_and_get_load_count_the_requests_in_flight(tmp_path, run):
     assert (_metric(p, 'sglang:num_running_reqs'), _metric(p, 'sglang:num_queue_reqs')) == (0, 0)
     results = {}
     threads = [_stream_in_thread(p.base, 30, results, i) for i in range(3)]
+
     # --max-running-requests 2: two run and the third waits (polled together: under load the third may come later)
     def running_and_queued():
         return (_metric(p, 'sglang:num_running_reqs'), _metric(p, 'sglang:num_queue_reqs')) == (2, 1)
