@@ -428,11 +428,12 @@ def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str]
                     "-f", str(args.forks)]
 
         log(f"N={n} ({tree}): first run (install + configure + start + wait)")
-        cpu0 = host_cpu(names)
+        roots = cgroup_roots(state)  # the hosts' cgroups of this fleet directory (fleet.sh names them after it)
+        cpu0 = host_cpu(names, roots)
         first = run(playbook, timeout=args.run_timeout, env=aenv | {"FLEET_BENCH_TIMES": str(logs / f"first-{n}.json")},
                     log_file=logs / f"first-{n}.log")
         res.first_tasks = task_times(logs / f"first-{n}.json")
-        res.hosts_cpu = host_cpu(names) - cpu0
+        res.hosts_cpu = host_cpu(names, roots) - cpu0
         res.first, res.controller_cpu = first.wall, first.controller_cpu
         rows = recap(first.out, names, f"N={n} first run")
         res.first_changed = {h: r["changed"] for h, r in rows.items()}
