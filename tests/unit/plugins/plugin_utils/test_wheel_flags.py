@@ -11,9 +11,14 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import Context, StepFailed, check_flags
 from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import (
     WheelFlagsError, check_from_index, check_with_wheel, find_wheel, index_args)
 
@@ -95,3 +100,37 @@ def test_a_release_the_index_does_not_have_is_no_verdict_with_the_reason(tmp_pat
     checked, why = check_from_index('0.4.0', GOOD, ['--no-index', '--find-links', str(tmp_path)], cache=str(tmp_path / 'cache'))
     assert checked is None and why.startswith('pip download sglang==0.4.0 on the controller failed: ')
     assert list((tmp_path / 'cache').iterdir()) == []
+
+
+def dry_run(pending, **inputs):
+    """check_flags' context in a dry run: SGLang installed on the host (pending False) or not yet (True); the host
+    records the modules it is asked to run and answers each with an unfailed result."""
+    calls = []
+    host = SimpleNamespace(name='h', check_mode=True, calls=calls, module=lambda name, args, **_: calls.append(name) or {})
+    return Context(inputs=Inputs(**inputs), values={}, topo=Topology(host='h', check_mode=True),
+                   facts=Facts(server='sglang', sglang_pending=pending), peers={}, host=host)
+
+
+def test_the_dry_run_checks_the_installed_release_on_the_host_else_the_wheel_it_would_install(tmp_path, monkeypatch):
+    installed = dry_run(False, args=dict(GOOD, **{'mem-fraction-statc': 0.8}))
+    check_flags(installed)
+    assert installed.host.calls == ['llmops.sglang.sglang_server_flags']  # the host's own release decides there
+    index = tmp_path / 'index'
+    index.mkdir()
+    shutil.copy(str(sglang_wheels.wheel_path('0.5.9')), str(index))
+    monkeypatch.setenv('LLMOPS_SGLANG_CACHE', str(tmp_path / 'cache'))  # the controller's cache starts empty
+    for where in ({'wheelhouse': str(index)}, {'pip_extra_args': ('--no-index', '--find-links', str(index))}):
+        ctx = dry_run(True, args=dict(GOOD, **{'mem-fraction-statc': 0.8}), **where)
+        with pytest.raises(StepFailed) as err:
+            check_flags(ctx)
+        assert err.value.what == 'server arguments' and err.value.msg.startswith('SGLang 0.5.9 does not define this flag')
+        assert ctx.host.calls == []
+
+
+def test_a_dry_run_that_cannot_read_the_release_warns_and_goes_on(tmp_path, monkeypatch):
+    monkeypatch.setenv('LLMOPS_SGLANG_CACHE', str(tmp_path / 'cache'))
+    ctx = dry_run(True, version='0.4.0', pip_extra_args=('--no-index', '--find-links', str(tmp_path)))
+    check_flags(ctx)
+    prefix = ('check mode: the server arguments were not checked against SGLang 0.4.0, which is not installed on h yet and '
+              'pip download sglang==0.4.0 on the controller failed: ')
+    assert len(ctx.warnings) == 1 and ctx.warnings[0].startswith(prefix) and len(ctx.warnings[0]) > len(prefix)
