@@ -11,7 +11,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmops.sglang.plugins.action.sglang_gateway_fleet import read_fleet
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import parse_worker
-from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import RollInputError, RollSettings, plan
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import RollInputError, RollSettings, plan, preview
 
 ARGUMENT_SPEC = dict(
     groups=dict(type='dict', required=True),
@@ -21,6 +21,20 @@ ARGUMENT_SPEC = dict(
     min_in_service=dict(type='int', default=1),
     only=dict(type='list', elements='str', default=[]),
 )
+
+
+# What the roll's first play registered on each worker host: the sglang_service role's plan step (plugins/action/sglang_deploy.py).
+PREVIEW = 'sglang_roll_preview'
+
+
+def previews(fleet, hostvars):
+    """Worker name -> what its deploy plan said before the roll (None when its hosts registered nothing)."""
+    results = {}
+    for worker in fleet:
+        for host in worker.hosts:
+            known = hostvars[host] if host in hostvars else {}
+            results[host] = known.get(PREVIEW) if PREVIEW in known else None
+    return dict((w.name, preview(w, results)) for w in fleet)
 
 
 def gateway_workers(items):
@@ -45,15 +59,21 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         _spec, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        gateways = list((task_vars or {}).get('ansible_play_hosts_all') or [])
+        if len(gateways) > 1:
+            raise AnsibleActionFail('refusing the rolling change, nothing was touched: the play has %d gateway hosts (%s); a roll '
+                                    'goes through one gateway: limit the run to one (--limit) or give each gateway and its '
+                                    'workers an inventory of their own' % (len(gateways), ', '.join(gateways)))
         try:
             fleet = read_fleet(task_vars or {}, dict((k, str(v or '')) for k, v in args['groups'].items()))
             settings = RollSettings(batch=args['batch'], canary=args['canary'], min_in_service=args['min_in_service'],
                                     only=list(args['only']))
-            rolled = plan(fleet, gateway_workers(args['gateway']), settings)
+            rolled = plan(fleet, gateway_workers(args['gateway']), settings, previews(fleet, (task_vars or {}).get('hostvars') or {}))
         except (RollInputError, ValueError, TypeError) as exc:
             raise AnsibleActionFail('refusing the rolling change, nothing was touched: %s' % exc) from exc
         data = rolled.to_json()
         result.update(changed=False, **data)
-        result['msg'] = '%d batch(es): %s' % (len(data['batches']), '; '.join(
-            '%s%s' % ('canary ' if b['canary'] else '', ', '.join(b['names'])) for b in data['batches']))
+        result['msg'] = '%d batch(es): %s%s' % (len(data['batches']), '; '.join(
+            '%s%s' % ('canary ' if b['canary'] else '', ', '.join(b['names'])) for b in data['batches']),
+            '; unchanged, left in rotation: %s' % ', '.join(w['name'] for w in data['unchanged']) if data['unchanged'] else '')
         return result

@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """llmops.sglang.sglang_roll_step: the controller's part of a rolling change - which workers of a batch go back into
-rotation, whether the roll goes on, and the table at the end."""
+rotation (and putting them back, with llmops.sglang.sglang_gateway_rotation run on the gateway's host), whether the roll
+goes on, and the table at the end."""
 
 from __future__ import annotations
 
@@ -15,17 +16,21 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.sglang.plugins.action.sglang_run_report import write_rows
-from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import WorkerOutcome, judge, worker_outcome
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import WorkerOutcome, judge, report_rows, worker_outcome
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
 display = Display()
 
 ARGUMENT_SPEC = dict(
-    phase=dict(type='str', required=True, choices=['return', 'judge', 'report']),
+    phase=dict(type='str', required=True, choices=['return', 'report']),
     batch=dict(type='dict'),
     out=dict(type='dict', default={}),
-    outcomes=dict(type='list', elements='dict', default=[]),
-    back=dict(type='dict', default={}),
+    gateway=dict(type='dict', default={}, options=dict(
+        url=dict(type='str'),
+        admin_key=dict(type='str', no_log=True),
+        api_key=dict(type='str', no_log=True),
+        timeout=dict(type='float', default=120.0),
+    )),
     plan=dict(type='dict'),
     rows=dict(type='list', elements='dict', default=[]),
     stopped=dict(type='str', default=''),
@@ -49,26 +54,49 @@ def outcome_from(data):
 
 
 class ActionModule(ActionBase):
-    """Controller only: no module runs on a host."""
+    """Decides on the controller; with phase ``return`` it puts the batch back through modules run on the gateway's host
+    (the task's host), in one task: the decision, the rotation and the verdict."""
 
     TRANSFERS_FILES = False
-    _requires_connection = False
-    _supports_check_mode = True
+    _supports_check_mode = False
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         _spec, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         task_vars = task_vars or {}
         if args['phase'] == 'return':
-            result.update(self.back_into_rotation(args, task_vars))
-        elif args['phase'] == 'judge':
-            result.update(self.judge(args))
+            result.update(self.put_back(args, task_vars))
         else:
             result.update(self.report(args))
-        result['changed'] = False
         return result
 
-    def back_into_rotation(self, args, task_vars):
+    def _module(self, name, module_args, task_vars):
+        return self._execute_module(module_name='llmops.sglang.%s' % name, module_args=module_args, task_vars=task_vars)
+
+    def put_back(self, args, task_vars):
+        """Decide who serves, put them back and prove it (sglang_gateway_rotation state=in), judge the batch, and keep a
+        worker that did not return out of rotation (sglang_gateway_workers state=absent)."""
+        gateway = args['gateway'] or {}
+        if not gateway.get('url'):
+            raise AnsibleActionFail('phase return needs gateway.url (the gateway the batch goes back into)')
+        decided = self.decide(args, task_vars)
+        back = {'verdict': {'done': True}}
+        if decided['workers']:
+            back = self._module('sglang_gateway_rotation', dict(
+                url=gateway['url'], admin_key=gateway.get('admin_key'), api_key=gateway.get('api_key'),
+                worker_api_key=gateway.get('api_key'), workers=decided['workers'], state='in',
+                timeout=gateway.get('timeout') or 120.0), task_vars)
+        verdict = self.judge(decided['outcomes'], back, args['rows'])
+        changed = bool(back.get('changed'))
+        if verdict['take_out']:
+            gone = self._module('sglang_gateway_workers', dict(
+                url=gateway['url'], admin_key=gateway.get('admin_key'), workers=verdict['take_out'], state='absent',
+                wait=False), task_vars)
+            changed = changed or bool(gone.get('changed'))
+        back = dict((k, v) for k, v in back.items() if k not in ('invocation', '_ansible_no_log'))
+        return dict(verdict, back=back, changed=changed)
+
+    def decide(self, args, task_vars):
         batch = args['batch'] or {}
         hostvars = task_vars.get('hostvars') or {}
         facts = host_facts(hostvars, batch.get('hosts') or [])
@@ -83,36 +111,29 @@ class ActionModule(ActionBase):
                 out.reason = 'not taken out of rotation: %s' % removal['msg']
         serving = [o for o in outcomes if o.serves]
         workers = [w for w in batch.get('workers') or [] if any(o.name == w['name'] for o in serving)]
-        return dict(outcomes=[o.to_json() for o in outcomes],
+        return dict(outcomes=outcomes,
                     workers=[dict((k, w[k]) for k in ('url', 'worker_type', 'bootstrap_port') if w.get(k) is not None)
-                             for w in workers], urls=[w['url'] for w in workers])
+                             for w in workers])
 
-    def judge(self, args):
-        outcomes = [outcome_from(o) for o in args['outcomes']]
-        action, why, take_out = judge(outcomes, args['back'])
+    @staticmethod
+    def judge(outcomes, back, earlier_rows):
+        action, why, take_out = judge(outcomes, back)
         for out in outcomes:
             display.display('%s: %s (batch %d)%s' % (out.name, out.status, out.batch, ': ' + out.reason if out.reason else ''))
         rows = [o.to_json() for o in outcomes]
         # carried to the next batch (and the report) as a fact of the gateway's host
-        state = {'stopped': action == 'stop', 'reason': why if action == 'stop' else '', 'rows': list(args['rows']) + rows}
+        state = {'stopped': action == 'stop', 'reason': why if action == 'stop' else '', 'rows': list(earlier_rows) + rows}
         return dict(rows=rows, stop=action == 'stop', reason=why, take_out=take_out, ansible_facts={'sglang_roll_state': state})
 
     def report(self, args):
         plan = args['plan'] or {}
-        rows = [outcome_from(r) for r in args['rows']]
-        seen = set(r.name for r in rows)
-        for batch in plan.get('batches') or []:
-            for worker in batch.get('workers') or []:
-                if worker['name'] not in seen:
-                    rows.append(WorkerOutcome(worker['name'], worker['url'], batch['index'],
-                                              reason='not reached: the roll stopped before batch %d' % batch['index']
-                                              if args['stopped'] else 'not reached'))
+        if not isinstance(plan, dict):
+            raise AnsibleActionFail('plan must be the registered result of llmops.sglang.sglang_roll_plan: %s' % json.dumps(plan)[:200])
+        rows = report_rows(plan, [outcome_from(r) for r in args['rows']], args['stopped'])
         data = [r.to_json() for r in rows]
         display.display(render_roll(rows, args['stopped']))
-        out = dict(rows=data, stopped=bool(args['stopped']), reason=args['stopped'])
+        out = dict(rows=data, stopped=bool(args['stopped']), reason=args['stopped'], changed=False)
         if args['path']:
             write_rows(args['path'], data)
             out['path'] = args['path']
-        if not isinstance(plan, dict):
-            raise AnsibleActionFail('plan must be the registered result of llmops.sglang.sglang_roll_plan: %s' % json.dumps(plan)[:200])
         return out

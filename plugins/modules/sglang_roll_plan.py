@@ -15,7 +15,12 @@ description:
     workers from the inventory groups (as M(llmops.sglang.sglang_gateway_fleet)) and what the gateway holds now
     (O(gateway), the RV(llmops.sglang.sglang_gateway_workers#module:workers) of a query), and returns the batches - the
     canary (one worker, or one prefill/decode pair) first, then O(batch) workers at a time.
-  - Refuses, naming what and what to try - a name in O(only) that is not a managed worker; a batch that would leave
+  - Reads each worker host's C(sglang_roll_preview), what the C(llmops.sglang.sglang_service) role's plan step
+    (C(llmops.sglang.sglang_deploy) C(step=plan) and C(step=ranks)) registered before the roll. A worker whose deployment
+    would not change (every rank) is in no batch - it stays in rotation, never drained - and is listed in RV(unchanged).
+    A worker whose hosts registered nothing is rolled.
+  - Refuses, naming what and what to try - a play with more than one gateway host (a roll goes through one gateway);
+    a worker whose deploy plan refuses its input; a name in O(only) that is not a managed worker; a batch that would leave
     fewer than O(min_in_service) workers in rotation (never fewer than one; a batch that leaves no worker in service is
     always refused), counting the gateway's current rotation (workers it holds that no group names count and are left
     alone); prefill and decode workers that run different SGLang releases, or a change of their release in more than one
@@ -105,4 +110,10 @@ warnings:
   returned: always
   type: list
   elements: str
+unchanged:
+  description: The workers (as in RV(fleet)) whose deploy plan says their deployment would not change - in no batch,
+    left in rotation.
+  returned: always
+  type: list
+  elements: dict
 '''

@@ -8,28 +8,29 @@ from __future__ import annotations
 DOCUMENTATION = r'''
 ---
 module: sglang_roll_step
-short_description: The controller's decisions of a rolling change - who goes back into rotation, whether the roll goes on, the table
+short_description: The decisions of a rolling change - who goes back into rotation, whether the roll goes on, the table
 version_added: 0.3.0
 description:
-  - Used by the C(llmops.sglang.roll) playbook (C(playbooks/tasks/roll_batch.yml)) on the gateway's host, with no module run
-    on any host; its decisions are pure functions (C(plugins/module_utils/gateway/_roll.py)).
+  - Used by the C(llmops.sglang.roll) playbook (C(playbooks/tasks/roll_batch.yml)) on the gateway's host; its decisions
+    are pure functions (C(plugins/module_utils/gateway/_roll.py)) made on the controller.
   - O(phase=return) - after a batch's change, reads what each host of O(batch) registered (the
     C(llmops.sglang.sglang_service) role's public result C(sglang_service_result), the failure the roll caught in
-    C(sglang_roll_failure)) and O(out) (the batch's removal and drains, M(llmops.sglang.sglang_gateway_rotation)), and returns each worker's
-    outcome and the workers whose servers serve and go back into rotation (a failed drain left its server untouched; a
-    rolled-back change serves when the previous configuration is ready; a failed change does not).
-  - O(phase=judge) - after they were put back (O(back)), marks each worker returned or not, says whether the roll goes on
-    (it stops on a failed drain, a failed or rolled-back change, a worker that did not return), which workers to take out
-    of rotation again, prints one line per worker, and keeps the rows so far in the fact C(sglang_roll_state).
-  - O(phase=report) - prints the roll's table, one row per worker of O(plan) (a worker the roll did not reach is
-    C(untouched)), and returns the rows (written as JSON to O(path) too).
-  - This plugin runs on the controller only.
+    C(sglang_roll_failure)) and O(out) (the batch's removal and drains, M(llmops.sglang.sglang_gateway_rotation)),
+    decides whose servers serve (a failed drain left its server untouched; a rolled-back change serves when the previous
+    configuration is ready; a failed change does not), puts those back and proves each
+    (M(llmops.sglang.sglang_gateway_rotation) O(llmops.sglang.sglang_gateway_rotation#module:state=in), run on the task's
+    host), says whether the roll goes on (it stops on a failed drain, a failed or rolled-back change, a worker that did
+    not return), takes a worker that did not return out of rotation again, prints one line per worker, and keeps the
+    rows so far in the fact C(sglang_roll_state). One task per batch for all of it.
+  - O(phase=report) - prints the roll's table, one row per worker of O(plan) in the inventory's order (a worker the roll
+    did not reach is C(untouched), a worker the plan left alone because its deployment would not change C(unchanged)),
+    and returns the rows (written as JSON to O(path) too).
 options:
   phase:
-    description: Which decision.
+    description: Which step.
     type: str
     required: true
-    choices: [return, judge, report]
+    choices: [return, report]
   batch:
     description: With O(phase=return), the batch (an entry of RV(llmops.sglang.sglang_roll_plan#module:batches)).
     type: dict
@@ -37,17 +38,26 @@ options:
     description: With O(phase=return), the registered result of the batch's O(llmops.sglang.sglang_gateway_rotation#module:state=out).
     type: dict
     default: {}
-  outcomes:
-    description: With O(phase=judge), the RV(outcomes) of O(phase=return).
-    type: list
-    elements: dict
-    default: []
-  back:
-    description: With O(phase=judge), the registered result of O(llmops.sglang.sglang_gateway_rotation#module:state=in).
+  gateway:
+    description: With O(phase=return), the gateway the batch goes back into.
     type: dict
     default: {}
+    suboptions:
+      url:
+        description: Its base URL, as seen from the task's host (required with O(phase=return)).
+        type: str
+      admin_key:
+        description: An admin key of its C(--control-plane-api-keys).
+        type: str
+      api_key:
+        description: Its C(--api-key) (the proof's requests, the workers' registration).
+        type: str
+      timeout:
+        description: Seconds the gateway may take to report the workers in rotation.
+        type: float
+        default: 120
   rows:
-    description: With O(phase=judge), the rows of earlier batches; with O(phase=report), every row.
+    description: With O(phase=return), the rows of earlier batches; with O(phase=report), every row.
     type: list
     elements: dict
     default: []
@@ -67,14 +77,15 @@ extends_documentation_fragment:
   - llmops.sglang._attributes.ACTION
 attributes:
   check_mode:
-    support: full
+    support: none
+    details: A step of a rolling change.
   diff_mode:
     support: none
   idempotent:
     support: full
-    details: Decides and prints; changes nothing.
+    details: Workers already in rotation are left there; a second call proves them again.
   platform:
-    platforms: all
+    platforms: posix
 seealso:
   - module: llmops.sglang.sglang_roll_plan
   - module: llmops.sglang.sglang_gateway_rotation
@@ -91,39 +102,29 @@ EXAMPLES = r'''
 '''
 
 RETURN = r'''
-outcomes:
-  description: With O(phase=return), one per worker - C(name), C(url), C(batch), C(drain), C(drained), C(drain_seconds),
-    C(still_running), C(change), C(change_detail), C(change_seconds), C(start), C(start_seconds), C(serves), C(returned),
-    C(return_seconds), C(status), C(reason).
-  returned: phase=return
-  type: list
-  elements: dict
-workers:
-  description: With O(phase=return), the workers that go back into rotation (C(url), C(worker_type), C(bootstrap_port)).
-  returned: phase=return
-  type: list
-  elements: dict
-urls:
-  description: With O(phase=return), their URLs.
-  returned: phase=return
-  type: list
-  elements: str
 rows:
-  description: The batch's rows (O(phase=judge)) or every row (O(phase=report)), as RV(outcomes).
-  returned: phase=judge or phase=report
+  description:
+    - The batch's rows (O(phase=return)) or every row (O(phase=report)), one per worker - C(name), C(url), C(batch),
+      C(drain), C(drained), C(drain_seconds), C(still_running), C(change), C(change_detail), C(change_seconds), C(start),
+      C(start_seconds), C(serves), C(returned), C(return_seconds), C(status), C(reason).
+  returned: always
   type: list
   elements: dict
 stop:
-  description: With O(phase=judge), whether the roll stops after this batch.
-  returned: phase=judge
+  description: With O(phase=return), whether the roll stops after this batch.
+  returned: phase=return
   type: bool
 reason:
   description: Why the roll goes on or stops.
-  returned: phase=judge or phase=report
+  returned: always
   type: str
 take_out:
-  description: With O(phase=judge), URLs of workers to take out of rotation again (back, but not proven).
-  returned: phase=judge
+  description: With O(phase=return), URLs of workers taken out of rotation again (back, but not proven).
+  returned: phase=return
   type: list
   elements: str
+back:
+  description: With O(phase=return), the result of putting the workers back (as M(llmops.sglang.sglang_gateway_rotation) returns it).
+  returned: phase=return
+  type: dict
 '''

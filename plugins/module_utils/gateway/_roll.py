@@ -10,6 +10,9 @@
 * ``plan``: the batches, canary first, and the refusal of bad input before anything is touched: a name that is not a
   managed worker, a batch that would leave fewer than ``min_in_service`` (never fewer than one) workers in rotation,
   prefill and decode workers that would run different SGLang releases behind the gateway.
+* ``preview``: what each worker's own deploy plan (the ``llmops.sglang.sglang_service`` role's plan step, run before
+  the roll) says: a worker whose deployment would not change is left in rotation, undrained (its row ``unchanged``);
+  a worker whose plan refuses its input refuses the roll.
 * ``batch_verdict``: whether the roll goes on after a batch.
 
 Runs on the controller; standard library only (it is also imported by tests on Python 3.9).
@@ -192,6 +195,35 @@ class RollSettings:
     only: List[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Preview:
+    """What a worker's deploy plan said before the roll: its deployment would not change (``unchanged``, with the
+    plan's reasons otherwise), or it refuses its input (``refusal``)."""
+
+    unchanged: bool = False
+    reasons: Tuple[str, ...] = ()
+    refusal: str = ''
+
+
+def preview(worker: FleetWorker, results: Dict[str, Any]) -> Optional[Preview]:
+    """``results[host]``: what the plan step of the sglang_service role (llmops.sglang.sglang_deploy ``plan`` and
+    ``ranks``) registered on each host, its public result ``sglang_service_result`` with the ``plan``. None when a host of
+    the worker has none (the roll then changes the worker, as it would without a plan). A multi-node worker is unchanged
+    only when every rank is."""
+    found = [_dict(results.get(host)) for host in worker.hosts]
+    if not all(found):
+        return None
+    for host, result in zip(worker.hosts, found):
+        failure = _dict(result.get('failure'))
+        if failure:
+            return Preview(refusal='%s: %s' % (host, str(failure.get('msg') or 'its deploy plan failed').strip()))
+    plans = [_dict(r.get('plan')) for r in found]
+    if not all(plans):
+        return None
+    reasons = tuple(r for p in plans for r in (p.get('deploy_reasons') or ()))
+    return Preview(unchanged=all(bool(p.get('unchanged')) for p in plans), reasons=reasons)
+
+
 @dataclass
 class RollPlan:
     batches: List[List[FleetWorker]]
@@ -199,6 +231,7 @@ class RollPlan:
     in_rotation: int
     unmanaged: List[str] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
+    unchanged: List[FleetWorker] = field(default_factory=list)  # left in rotation: their deployment would not change
 
     def to_json(self) -> Dict[str, Any]:
         return {
@@ -210,6 +243,7 @@ class RollPlan:
             'in_rotation': self.in_rotation,
             'unmanaged': self.unmanaged,
             'warnings': self.warnings,
+            'unchanged': [w.to_json() for w in self.unchanged],
         }
 
 
@@ -267,16 +301,29 @@ def _pd_versions(fleet: List[FleetWorker], rolled: List[FleetWorker], gateway: L
     return None
 
 
-def plan(fleet: List[FleetWorker], gateway: List[GatewayWorker], settings: RollSettings) -> RollPlan:
-    """The batches of a roll over ``fleet`` (canary first) behind a gateway that now holds ``gateway``; raises
-    RollInputError for input the roll refuses."""
+def _changing(selected: List[FleetWorker], previews: Dict[str, Optional[Preview]]) -> Tuple[List[FleetWorker], List[FleetWorker]]:
+    """(the workers the roll changes, those it leaves alone: their deploy plan says nothing would change); raises
+    RollInputError naming every worker whose deploy plan refuses its input."""
+    refusals = [p.refusal for p in (previews.get(w.name) for w in selected) if p is not None and p.refusal]
+    if refusals:
+        raise RollInputError('the deploy plan refuses the input of %s; fix it in the inventory and roll again'
+                             % ' | '.join(refusals))
+    same = [w for w in selected if (previews.get(w.name) or Preview()).unchanged]
+    return [w for w in selected if w not in same], same
+
+
+def plan(fleet: List[FleetWorker], gateway: List[GatewayWorker], settings: RollSettings,
+         previews: Optional[Dict[str, Optional[Preview]]] = None) -> RollPlan:
+    """The batches of a roll over ``fleet`` (canary first) behind a gateway that now holds ``gateway``; ``previews``
+    (worker name -> ``preview``) leaves out the workers whose deployment would not change. Raises RollInputError for
+    input the roll refuses."""
     if not fleet:
         raise RollInputError('no worker to roll: the worker groups are empty; name the inventory group of the SGLang '
                              'servers behind the gateway (sglang_gateway_worker_group)')
     spec = parse_batch(settings.batch)
     if int(settings.min_in_service) < 0:
         raise RollInputError('sglang_roll_min_in_service=%s must be 0 or more' % settings.min_in_service)
-    rolled = _select(fleet, settings.only)
+    rolled, same = _changing(_select(fleet, settings.only), previews or {})
     units = _units(rolled)
     size = batch_size(spec, len(units))
     pd_problem = _pd_versions(fleet, rolled, gateway)
@@ -289,7 +336,7 @@ def plan(fleet: List[FleetWorker], gateway: List[GatewayWorker], settings: RollS
     while rest:
         batches.append([w for unit in rest[:size] for w in unit])
         rest = rest[size:]
-    out = RollPlan(batches, fleet, _serving(gateway, []))
+    out = RollPlan(batches, fleet, _serving(gateway, []), unchanged=same)
     out.unmanaged = [g.url for g in gateway if not any(same_url(g.url, w.url) for w in fleet)]
     if out.unmanaged:
         out.warnings.append('the gateway also routes to %s, which no worker group names: the roll leaves them alone and counts '
@@ -376,6 +423,29 @@ def worker_outcome(worker: Dict[str, Any], batch: int, drain: Dict[str, Any], fa
         out.change, out.serves = 'failed', False
         why = result.get('msg') or failure.get('msg') or 'the sglang_service role published no result'
         out.change_detail = out.reason = '%s: %s' % (failure.get('task') or 'the change', why) if failure.get('task') else why
+    return out
+
+
+def unchanged_outcome(worker: Dict[str, Any]) -> WorkerOutcome:
+    """The row of a worker the roll left alone because its deploy plan said nothing would change (a plan entry)."""
+    return WorkerOutcome(worker['name'], worker.get('url', ''), 0, change='unchanged', serves=True, status='unchanged',
+                         reason='its deployment would not change (the deploy plan): left in rotation, not drained')
+
+
+def report_rows(plan_json: Dict[str, Any], rows: List[WorkerOutcome], stopped: str = '') -> List[WorkerOutcome]:
+    """Every worker of the roll's plan (the JSON of ``RollPlan``) once, in the inventory's order: the rows of the batches
+    that ran, a row for each worker of a batch the roll did not reach, and one for each worker it left alone."""
+    out = list(rows)
+    seen = set(r.name for r in rows)
+    for batch in plan_json.get('batches') or []:
+        for worker in batch.get('workers') or []:
+            if worker['name'] not in seen:
+                out.append(WorkerOutcome(worker['name'], worker['url'], batch['index'],
+                                         reason='not reached: the roll stopped before batch %d' % batch['index']
+                                         if stopped else 'not reached'))
+    out.extend(unchanged_outcome(w) for w in plan_json.get('unchanged') or [] if w['name'] not in seen)
+    order = [w['name'] for w in plan_json.get('fleet') or []]
+    out.sort(key=lambda r: order.index(r.name) if r.name in order else len(order))
     return out
 
 

@@ -5,11 +5,19 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import GatewayWorker
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    RollInputError, RollSettings, WorkerOutcome, batch_verdict, fleet_from_inventory, judge, plan, worker_outcome)
+    Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, fleet_from_inventory, judge, plan, preview,
+    report_rows, unchanged_outcome, worker_outcome)
+from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
+
+# What the sglang_service role's plan step registered on real test hosts (issue 21's recorded deploys)
+DEPLOY_PLANS = Path(__file__).resolve().parents[4] / 'fixtures' / 'deploy_plan'
 
 HOSTVARS = {
     'node1': {'ansible_host': '10.213.0.11'},
@@ -188,3 +196,64 @@ def test_judge_marks_workers_that_did_not_return_and_stops():
     action, _why, take_out = judge([unproven], {'verdict': {'done': True}, 'proofs': [
         {'worker': WORKER['url'], 'ok': False, 'reason': 'none reached it'}]})
     assert (action, take_out, unproven.reason) == ('stop', [WORKER['url']], 'did not return to rotation: none reached it; left out of rotation')
+
+
+def recorded_results(case):
+    """host -> the role's result after its plan steps, as the roll's first play keeps it (sglang_roll_preview)."""
+    hosts = json.loads((DEPLOY_PLANS / ('%s.json' % case)).read_text())['hosts']
+    return dict((h, {'outcome': r['outcome'], 'plan': r['plan'], 'failure': r['facts'].get('failure')}) for h, r in hosts.items())
+
+
+def test_preview_reads_the_deploy_plan_of_recorded_runs():
+    one = fleet_from_inventory({'regular': ['plan1']}, {}, {'plan1': {'ansible_host': '10.213.0.11'}})[0]
+    assert preview(one, recorded_results('unchanged')) == Preview(unchanged=True)
+    groups = {'mn': ['plan1', 'plan2']}
+    hv = {'plan1': {'sglang_service_deployment_group': 'mn'}, 'plan2': {'sglang_service_deployment_group': 'mn'}}
+    pair = fleet_from_inventory({'regular': ['plan1', 'plan2']}, groups, hv)[0]
+    assert preview(pair, recorded_results('mn-unchanged')).unchanged is True
+    # one rank restarted outside a deploy: the whole deployment changes (all ranks restart together)
+    restarted = preview(pair, recorded_results('mn-rank1-restarted'))
+    assert restarted.unchanged is False
+    assert restarted.reasons[0] == 'another rank of mn differs'
+    assert preview(pair, recorded_results('mn-first')).unchanged is False
+    # a rank that registered nothing: no answer, the roll changes the worker
+    assert preview(pair, {'plan1': recorded_results('mn-unchanged')['plan1']}) is None
+
+
+def test_unchanged_workers_stay_in_rotation_out_of_every_batch():
+    previews = {'node1': Preview(unchanged=True), 'node2': Preview(reasons=('inputs changed: sglang_service_environment',)),
+                'node3': None}
+    p = plan(fleet3(), gw(*URLS), RollSettings(batch=1), previews)
+    assert names(p) == [['node2'], ['node3']]
+    assert p.to_json()['batches'][0]['canary'] is True
+    assert [w['name'] for w in p.to_json()['unchanged']] == ['node1']
+    # the worker left alone keeps serving: a batch of every changed worker at once leaves it in rotation
+    assert names(plan(fleet3(), gw(*URLS), RollSettings(batch='100%', canary=False), previews)) == [['node2', 'node3']]
+    nothing = plan(fleet3(), gw(*URLS), RollSettings(batch='100%'), dict((n, Preview(unchanged=True)) for n in ('node1', 'node2', 'node3')))
+    assert (nothing.batches, [w.name for w in nothing.unchanged]) == ([], ['node1', 'node2', 'node3'])
+
+
+def test_a_worker_whose_deploy_plan_refuses_refuses_the_roll():
+    previews = {'node2': Preview(refusal="node2: sglang_service_args: unknown flag '--tp-szie' (did you mean --tp-size?)")}
+    with pytest.raises(RollInputError, match=r"the deploy plan refuses the input of node2: sglang_service_args: unknown flag '--tp-szie'"):
+        plan(fleet3(), gw(*URLS), RollSettings(), previews)
+    failed = dict(recorded_results('unchanged')['plan1'], failure={'step': 'plan', 'msg': 'bad flag; sglang.service was not touched'})
+    one = fleet_from_inventory({'regular': ['plan1']}, {}, {'plan1': {}})[0]
+    assert preview(one, {'plan1': failed}).refusal == 'plan1: bad flag; sglang.service was not touched'
+
+
+def test_the_row_of_an_unchanged_worker():
+    row = unchanged_outcome({'name': 'node1', 'url': URLS[0]})
+    assert (row.status, row.change, row.drain, row.returned, row.serves) == ('unchanged', 'unchanged', None, None, True)
+    table = render_roll([row]).splitlines()
+    assert table[0] == 'llmops.sglang roll: 1 worker, 1 unchanged'
+
+
+def test_the_report_has_every_worker_once_in_the_inventorys_order():
+    previews = {'node2': Preview(unchanged=True)}
+    planned = plan(fleet3(), gw(*URLS), RollSettings(batch=1), previews).to_json()
+    canary = WorkerOutcome('node1', URLS[0], 1, drain='fail', status='untouched', reason='drain failed')
+    rows = report_rows(planned, [canary], stopped='node1: drain failed')
+    assert [(r.name, r.batch, r.status) for r in rows] == [('node1', 1, 'untouched'), ('node2', 0, 'unchanged'),
+                                                           ('node3', 2, 'untouched')]
+    assert rows[2].reason == 'not reached: the roll stopped before batch 2'
