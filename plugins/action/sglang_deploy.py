@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Tuple
 
 from ansible import constants as C
 from ansible import context
+from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 from ansible.utils.hashing import checksum
 
@@ -29,6 +30,13 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import Server, service_result
 
 RESULT = 'sglang_service_result'
+
+
+def unreachable(step: str, lost: Exception) -> Dict[str, Any]:
+    """The failure of a step whose host stopped answering."""
+    why = (str(lost).strip().splitlines() or ['no answer'])[0]
+    return {'step': step, 'what': 'connection', 'unreachable': True, 'result': None,
+            'msg': 'the host became unreachable during step %s: %s; the steps after it did nothing there' % (step, why)}
 
 
 def _gate_unchanged(multinode: bool) -> Callable[[steps.Context], None]:
@@ -147,6 +155,10 @@ class ActionModule(ActionBase):
                     part(ctx)
         except steps.StepFailed as failed:
             facts.failure = failed.to_json(step)
+        except AnsibleConnectionFailure as lost:
+            # a failed step, not an unreachable task: the host stays in the play, so the run's table still has its
+            # row (ansible-playbook ends a play that lost its last host before any report); nothing more is done there
+            facts.failure = facts.failure or unreachable(step, lost)
         finally:
             try:
                 self._remove_tmp_path(self._connection._shell.tmpdir)

@@ -65,11 +65,13 @@ class ActionModule(ActionBase):
         host = task_vars.get('inventory_hostname', '?')
         start = time.monotonic()
         announced = None
+        waited_for = None
         while True:
             res = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
             if res.get('failed') or res.get('action') != 'wait' or self._task.check_mode:
                 break
             held = res.get('held_by') or {}
+            waited_for = held.get('holder') or waited_for
             if holder_gone(held.get('holder'), holder['controller']):
                 # our own controller's earlier run was killed: its lock is ours to take over, now
                 args['_break_token'] = held.get('token')
@@ -86,6 +88,8 @@ class ActionModule(ActionBase):
             time.sleep(sleep)
         args.pop('_break_token', None)
         res['waited'] = round(time.monotonic() - start, 1) if res.get('acquired') or res.get('failed') else 0.0
+        # whose run this one waited for: it may have deployed meanwhile (the deploy says so)
+        res['waited_for'] = waited_for if res.get('acquired') else None
         res.pop('invocation', None)
         result.update(res)
         return result

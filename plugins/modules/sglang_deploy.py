@@ -185,4 +185,12 @@ failure:
   description: The step that failed before the start (C(step), C(msg)), V(null) when none did.
   returned: always
   type: dict
+deployed_over:
+  description:
+    - Set when this run waited for another run's host lock and that run recorded a deployment meanwhile, which this
+      run then replaced, for example V(deployed over a configuration from awx@ctl-2 11 s earlier) (the play named after the controller);
+      V(null) otherwise. The other run's table said ready for a configuration that no longer runs.
+  returned: always
+  type: str
+  version_added: 0.3.0
 '''

@@ -73,6 +73,26 @@ options:
       - systemd unit of the server, for example V(sglang.service). Its C(InvocationID) is recorded; O(state=query)
         requires the unit to be C(active), C(enabled), without a pending daemon-reload, and running the recorded invocation.
     type: str
+  process_argv:
+    description:
+      - The words the server's process must run with (its C(ExecStart=) split back into words; C(%d) stands for the
+        unit's credential directory). With O(unit), the unit's C(MainPID) is read from C(/proc) (its C(cmdline),
+        C(environ) and start time) and compared with them, O(process_environment) and the modification times of the
+        regular files in O(files) and of SGLang's installation (RV(process)).
+      - O(state=query) returns the differences; O(state=present) writes no record while there are any (a deployment
+        record says what runs) and returns RV(current=false) with them.
+      - Omit it to leave the process out (records and queries as before 0.3.0).
+    type: list
+    elements: str
+    version_added: 0.3.0
+  process_environment:
+    description:
+      - The environment variables the server must have, as name to the sha256 (hex) of the value (values are secrets;
+        neither the arguments nor the result hold them). Variables not named here are not compared.
+      - Used only with O(process_argv).
+    type: dict
+    default: {}
+    version_added: 0.3.0
   health_url:
     description:
       - Base URL of the server, for example V(http://127.0.0.1:30000). With O(state=query) the host is current only
@@ -169,6 +189,16 @@ stale_process:
   type: bool
   sample: false
   version_added: 0.2.0
+process:
+  description:
+    - What the server process runs, read from C(/proc/<MainPID>), with O(process_argv) and O(unit); V(null) otherwise.
+    - C(differs) names what differs from what the deployment wants (flags, variable names, files changed after the
+      process started), never a value; empty when the process runs the wanted configuration. C(pid) is V(null) when the
+      unit has no main process (stopped), and C(differs) is then empty (nothing runs that could differ).
+  returned: always
+  type: dict
+  sample: {"pid": 4242, "started_at": 1764665000.12, "differs": ["arguments: --tp-size", "environment: NCCL_P2P_DISABLE"]}
+  version_added: 0.3.0
 invocation_id:
   description: The unit's current C(InvocationID); V(null) without O(unit).
   returned: always
@@ -203,11 +233,13 @@ no_space:
 '''
 
 import json
+import os
 
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _collection
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _live
 from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _stamp as ds
 from ansible_collections.llmops.sglang.plugins.module_utils.host import _atomic_write, _command, _systemd
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _install, _sm120_patch
@@ -238,6 +270,28 @@ def _unit_now(module):
         module.fail_json(msg=err.msg, rc=err.rc)
 
 
+def _process_now(module, unit_state, sglang):
+    """The running server against what the deployment wants (RV(process)), or None when not asked."""
+    p = module.params
+    if p['process_argv'] is None or unit_state is None:
+        return None
+    live = _live.read_process(unit_state.get('MainPID') or 0)
+    if live is None:
+        return {'pid': None, 'started_at': None, 'differs': []}
+    wanted = _live.Wanted(argv=tuple(p['process_argv']), environment=dict((k, str(v)) for k, v in p['process_environment'].items()))
+    watched = list(p['files'])
+    if sglang:
+        watched += [os.path.join(sglang['path'], rel) for rel in _sm120_patch.PATCH_FILES]
+    result = live.to_json()
+    result.pop('argv')
+    result['differs'] = _live.differences(wanted, live, _live.newest_change(watched))
+    return result
+
+
+def _older(process):
+    return 'the running server runs an older configuration (%s)' % '; '.join(process['differs'])
+
+
 # The input the module adds itself: what it runs is part of what a deployment is made from.
 CODE_INPUT = 'llmops.sglang code'
 
@@ -259,6 +313,8 @@ def main():
             unit=dict(type='str'),
             health_url=dict(type='str'),
             health_timeout=dict(type='float', default=5.0),
+            process_argv=dict(type='list', elements='str'),
+            process_environment=dict(type='dict', default={}),
         ),
         supports_check_mode=True,
     )
@@ -272,17 +328,24 @@ def main():
         sglang = _sglang_now(module)
         unit_state = _unit_now(module)
         invocation = (unit_state or {}).get('InvocationID') or None
-        result = dict(changed=False, invocation_id=invocation, sglang_version=(sglang or {}).get('version'))
+        process = _process_now(module, unit_state, sglang)
+        result = dict(changed=False, invocation_id=invocation, sglang_version=(sglang or {}).get('version'), process=process)
         if p['state'] == 'query':
             health = None
             if p['health_url']:
                 health = probe.http_get(p['health_url'], '/health', timeout=p['health_timeout'])
                 health.pop('body', None)
             reasons, unit_changed = ds.compare(record, _inputs(p['inputs']), p['files'], sglang, unit_state, health)
+            if process and process['differs']:
+                reasons.append(_older(process))
             current = not reasons
             stale = ds.stale_process(record, p['files'], sglang, unit_state)
             module.exit_json(current=current, reasons=reasons, unit_changed=unit_changed, stale_process=stale,
                              recorded_at=(record or {}).get('recorded_at'), health=health, **result)
+        if process and process['differs']:
+            # never record a deployment that is not the one running
+            module.exit_json(current=False, reasons=[_older(process)],
+                             unit_changed=False, stale_process=False, recorded_at=(record or {}).get('recorded_at'), health=None, **result)
         unit = {'name': p['unit'], 'invocation': invocation} if p['unit'] else None
         new = ds.build(_inputs(p['inputs']), p['files'], sglang, unit)
         changed = not ds.same_record(record, new)

@@ -170,6 +170,14 @@ damaged:
   returned: always
   type: str
   sample: ""
+waited_for:
+  description:
+    - The holder of the other run's lock this run waited for before it took the lock (controller, user, pid, play), or
+      V(null) when it did not wait. That run may have changed the host meanwhile.
+  returned: always
+  type: dict
+  sample: {"controller": "awx-1", "user": "awx", "pid": 771, "play": "deploy"}
+  version_added: 0.3.0
 waited:
   description: Seconds the action plugin waited for another run's lock.
   returned: always

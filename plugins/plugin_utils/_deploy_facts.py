@@ -25,6 +25,7 @@ class Facts:
     unchanged: bool = False                     # the host (and every rank) still runs the recorded deployment
     deploy_reasons: List[str] = field(default_factory=list)
     lock_token: str = ''                        # llmops.sglang.sglang_host_lock
+    deployed_over: str = ''                     # another run deployed while this one waited for the lock
     previous_version: str = ''                  # the SGLang version before this run's install (for a rollback)
     sglang_pending: bool = False                # check mode: pip would create or change the venv
     preflight: Optional[Dict[str, Any]] = None  # llmops.sglang.sglang_preflight: ok, msg, summary, rank, stopped

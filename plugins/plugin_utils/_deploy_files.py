@@ -31,7 +31,7 @@ def _header(managed: str) -> str:
 
 def environment_text(env: Dict[str, Any], managed: str) -> str:
     """An EnvironmentFile=: one NAME="value" per line, sorted, values JSON-quoted (systemd reads the same escapes)."""
-    lines = ['%s=%s' % (name, json.dumps('' if env[name] is None else str(env[name]))) for name in sorted(env)]
+    lines = ['%s=%s' % (name, json.dumps('' if env[name] is None else str(env[name]), ensure_ascii=False)) for name in sorted(env)]
     return _header(managed) + ''.join(line + '\n' for line in lines)
 
 

@@ -336,8 +336,22 @@ RESTART_RULES: Tuple[Callable[[Facts, bool], List[str]], ...] = (
     lambda facts, multinode: (['unit restarted or stopped outside a deploy']
                               if multinode and _stamp_flag(facts, 'unit_changed') else []),
     lambda facts, _multinode: (['the running server predates its files or SGLang (an earlier run ended before its restart)']
-                               if _stamp_flag(facts, 'stale_process') else []),
+                               if _stamp_flag(facts, 'stale_process') and not process_differs(facts) else []),
+    lambda facts, _multinode: older_process(facts),
 )
+
+
+def process_differs(facts: Facts) -> List[str]:
+    return list(((facts.stamp or {}).get('process') or {}).get('differs') or [])
+
+
+def older_process(facts: Facts) -> List[str]:
+    """The process itself runs another configuration than the deployment wants (read from /proc by the no-change
+    check), whatever the records say; said only when this run's changes do not already restart it."""
+    differs = process_differs(facts)
+    if not differs or facts.changes:
+        return []
+    return ['the running server runs an older configuration (%s)' % '; '.join(differs)]
 
 
 def own_reasons(facts: Facts, multinode: bool) -> Tuple[str, ...]:

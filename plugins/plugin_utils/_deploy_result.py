@@ -86,6 +86,7 @@ class ServiceResult:
     wait: Optional[Dict[str, Any]] = None
     rollback: Optional[Dict[str, Any]] = None
     failure: Optional[Dict[str, Any]] = None
+    deployed_over: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -119,7 +120,7 @@ def status_of(facts: Facts, check_mode: bool) -> str:
     if facts.unchanged:
         return 'ready'
     if facts.failure:
-        return 'failed'
+        return 'unreachable' if facts.failure.get('unreachable') else 'failed'
     if check_mode:
         return 'dry run'
     if facts.rollback:
@@ -182,7 +183,8 @@ def message_of(facts: Facts, server: Server, outcome: str, status: str) -> str:
         return 'smoke request: %s' % _first_line(smoke.get('error') or smoke.get('msg') or 'failed')
     if status == 'ready':
         models = wait.get('models') or []
-        return 'serving ' + ', '.join(models) if models else 'ready'
+        serving = 'serving ' + ', '.join(models) if models else 'ready'
+        return '%s; %s' % (serving, facts.deployed_over) if facts.deployed_over else serving
     if status in FAILED_STARTS and wait:
         return failed_start_message(wait, server)
     return _first_line(wait.get('msg')) or status
@@ -208,4 +210,4 @@ def service_result(facts: Facts, server: Server, check_mode: bool) -> ServiceRes
         startup=({'record': history.get('record'), 'comparison': history.get('comparison'), 'lines': history.get('lines')}
                  if history and history.get('record') else None),
         gate=_plain_dict(facts.gate), benchmark=_plain_dict(facts.benchmark), wait=_plain_dict(facts.wait),
-        rollback=facts.rollback, failure=facts.failure)
+        rollback=facts.rollback, failure=facts.failure, deployed_over=facts.deployed_over or None)

@@ -16,10 +16,12 @@ left them: the task boundary is the barrier between the ranks of a multi-node de
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol
 
+from ansible_collections.llmops.sglang.plugins.module_utils.deploy._live import value_digest
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight._checks import CHECKS as PREFLIGHT_CHECKS
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_files import environment_text, secret_args_text, unit_text
@@ -122,10 +124,22 @@ def record_inputs(ctx: Context) -> Dict[str, str]:
     return digests
 
 
+def wanted_process(ctx: Context) -> Dict[str, Any]:
+    """What the server's process must run: the unit's ExecStart= words (the API key's --config file in the unit's
+    credential directory, %d) and a digest of each environment value the unit sets (the values are secrets)."""
+    inputs = ctx.inputs
+    argv = list(ctx.plan.argv) + (['--config', '%d/secret-args.yaml'] if inputs.api_key else [])
+    env = dict(inputs.environment, **inputs.secret_environment)
+    env['HOME'] = inputs.working_directory
+    return {'process_argv': argv,
+            'process_environment': dict((k, value_digest('' if v is None else str(v))) for k, v in env.items())}
+
+
 def stamp_args(ctx: Context, state: str) -> Dict[str, Any]:
     p = ctx.plan
     args = {'path': p.paths.stamp, 'state': state, 'inputs': record_inputs(ctx), 'files': list(p.managed_files),
             'python': p.python, 'unit': '%s.service' % ctx.inputs.name}
+    args.update(wanted_process(ctx))
     if state == 'query' and p.serves_http:
         args['health_url'] = p.url
     return args
@@ -157,9 +171,9 @@ def step_plan(ctx: Context) -> None:
     refusals = ctx.plan.refusals
     if refusals:
         raise StepFailed('%s; %s.service was not touched' % (' | '.join(refusals), ctx.inputs.name), 'plan')
-    if ctx.inputs.skip_unchanged:
-        res = ctx.run('llmops.sglang.sglang_deploy_stamp', stamp_args(ctx, 'query'), 'the no-change check')
-        ctx.facts.stamp = found(res)
+    # always: the running process is compared with what is wanted whatever the record says (skip_unchanged=false too)
+    res = ctx.run('llmops.sglang.sglang_deploy_stamp', stamp_args(ctx, 'query'), 'the no-change check')
+    ctx.facts.stamp = found(res)
     if not ctx.plan.multinode:
         decide_unchanged(ctx)
 
@@ -302,6 +316,8 @@ def step_install(ctx: Context) -> None:
         if res.get('failed'):
             raise StepFailed(res.get('msg') or 'could not take the SGLang lock %s' % p.paths.lock, 'host lock', found(res))
         ctx.facts.lock_token = res.get('token') or ''
+        if res.get('waited_for'):
+            notice_deployed_over(ctx, res['waited_for'])
     if inputs.install:
         install_sglang(ctx)
     if inputs.sm120_patch and not ctx.facts.sglang_pending:
@@ -311,6 +327,31 @@ def step_install(ctx: Context) -> None:
         check_flags(ctx)
     if inputs.preflight:
         run_preflight(ctx)
+
+
+def notice_deployed_over(ctx: Context, holder: Dict[str, Any]) -> None:
+    """This run waited for another run's lock: when that run recorded a deployment meanwhile, this one deploys over
+    it, and says so (the other run's table said ready for a configuration this run now replaces)."""
+    before = (ctx.facts.stamp or {}).get('recorded_at')
+    now = found(ctx.run('llmops.sglang.sglang_deploy_stamp', stamp_args(ctx, 'query'), 'the no-change check', read_only=True))
+    ctx.facts.deployed_over = deployed_over(holder, before, now.get('recorded_at'), datetime.datetime.now(datetime.timezone.utc))
+    if ctx.facts.deployed_over:
+        ctx.host.say(ctx.facts.deployed_over)
+
+
+def deployed_over(holder: Dict[str, Any], before: Optional[str], after: Optional[str], now: datetime.datetime) -> str:
+    """'deployed over a configuration from <user>@<controller> (<play>) <n> s earlier', or '' when the record did not
+    change while this run waited (pure)."""
+    if not after or after == before:
+        return ''
+    try:
+        recorded = datetime.datetime.strptime(after, '%Y-%m-%dT%H:%M:%SZ').replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return ''
+    who = '%s@%s' % (holder.get('user') or '?', holder.get('controller') or '?')
+    if holder.get('play'):
+        who += ' (%s)' % holder['play']
+    return 'deployed over a configuration from %s %d s earlier' % (who, max(0, round((now - recorded).total_seconds())))
 
 
 # ------------------------------------------------------------------------------------------------ configure
@@ -334,6 +375,12 @@ def create_directories(ctx: Context) -> None:
     for path, owner, group, mode in dirs:
         ctx.run('ansible.legacy.file', {'path': path, 'state': 'directory', 'owner': owner, 'group': group, 'mode': mode},
                 'directory %s' % path)
+    if inputs.log_path:
+        # SGLang logs its server_args (an API key read through --config among them): readable by root and the service's
+        # group only, before systemd's append: creates it world-readable
+        ctx.run('ansible.legacy.file', {'path': inputs.log_path, 'state': 'touch', 'owner': 'root', 'group': inputs.group,
+                                        'mode': '0640', 'modification_time': 'preserve', 'access_time': 'preserve'},
+                'log file %s' % inputs.log_path)
 
 
 def write_file(ctx: Context, name: str, dest: str, content: str, mode: str, secret: bool, verify: str = 'none') -> None:

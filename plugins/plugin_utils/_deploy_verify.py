@@ -11,10 +11,11 @@ Controller side only; see ``_deploy_steps`` for how a step works.
 from __future__ import annotations
 
 import base64
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import yaml
 
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import proven, regressed
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
     Context, StepFailed, found, patch_sm120, pip_failure, shell_quote, stamp_args)
@@ -26,6 +27,13 @@ SMOKE_KEYS = ('ok', 'ttft', 'tokens', 'total', 'model', 'error', 'msg', 'status'
 
 
 # ------------------------------------------------------------------------------------------------ verify
+
+def secret_values(inputs: Inputs) -> List[str]:
+    """The values the wait masks in every line it returns or prints: the API key and the secret environment's values
+    (short ones such as '1' are left alone: masking them would mask every digit of the log)."""
+    values = [inputs.api_key] + [str(v) for v in inputs.secret_environment.values() if v is not None]
+    return sorted(set(v for v in values if len(v) >= 6))
+
 
 def wait(ctx: Context, api_key: str) -> Dict[str, Any]:
     """The readiness wait (llmops.sglang.wait_for_sglang, live progress lines); a crashed server is stopped, so that
@@ -42,6 +50,9 @@ def wait(ctx: Context, api_key: str) -> Dict[str, Any]:
         args.update(deployment=p.deployment, deployment_size=p.nnodes)
     if api_key:
         args['api_key'] = api_key
+    hidden = secret_values(inputs)
+    if hidden:
+        args['secrets'] = hidden
     res = found(ctx.act('llmops.sglang.wait_for_sglang', args))
     if res.get('status') == 'crashed':
         ctx.run('ansible.legacy.systemd_service', {'name': unit, 'state': 'stopped'}, 'stop of the crashed %s' % unit)
@@ -263,8 +274,10 @@ def step_finish(ctx: Context) -> None:
     failed = None
     if record:
         try:
-            ctx.run('llmops.sglang.sglang_deploy_stamp', stamp_args(ctx, 'present'), 'deployment record')
-            facts.recorded = True
+            res = ctx.run('llmops.sglang.sglang_deploy_stamp', stamp_args(ctx, 'present'), 'deployment record')
+            facts.recorded = bool(res.get('current', True))
+            if not facts.recorded:
+                raise StepFailed('no deployment record written: %s' % '; '.join(res.get('reasons') or ()), 'finish')
         except StepFailed as err:
             failed = err
     if not facts.failure or facts.backups or facts.key_file_kept:

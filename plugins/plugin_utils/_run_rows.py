@@ -41,8 +41,10 @@ def fill_result(row: HostRow, result: Dict[str, Any]) -> None:
     if not failed_start or not row.reason:
         row.reason = one_line(result.get('msg'))
     if result.get('failure'):
-        row.stage = row.stage if row.stage and row.stage != 'ready' else 'before start'
         failure = result['failure'] or {}
+        # a host lost during a step: where its server is, nobody could see
+        before = 'unknown' if failure.get('unreachable') else 'before start'
+        row.stage = row.stage if row.stage and row.stage != 'ready' else before
         row.extra['failed_task'] = failure.get('what') or failure.get('step') or ''
     fill_smoke(row, result.get('smoke'))
     fill_startup(row, result.get('startup'))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nvidia_fleet_host as fh  # noqa: E402  pylint: disable=wrong-import-position
 import ansible_collections.llmops.sglang as collection  # noqa: E402  pylint: disable=wrong-import-position
+from test_faults_link import link  # noqa: E402  pylint: disable=wrong-import-position,import-error
 
 COLLECTIONS_PATH = os.path.dirname(os.path.dirname(os.path.dirname(list(collection.__path__)[0])))
 STAMP = '/var/lib/sglang/sglang.deployed.json'
@@ -63,7 +65,7 @@ PLAY = '''\
       always:
         - name: Write the wait's result for the test
           ansible.builtin.copy:
-            content: "{{{{ (sglang_service_result | default({{}})).wait | default({{}}, true) | to_json }}}}"
+            content: "{{{{ sglang_service_result | default({{}}) | to_json }}}}"
             dest: {out}
             mode: "0600"
           delegate_to: localhost
@@ -87,10 +89,10 @@ def playbook(node, tag):
     return path, out
 
 
-def start(node, tag, **extra):
+def start(node, tag, flags=(), **extra):
     path, out = playbook(node, tag)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS_PATH, ANSIBLE_NOCOLOR='1', ANSIBLE_HOST_KEY_CHECKING='False')
-    argv = [fh.ANSIBLE_PLAYBOOK, '-i', node['inventory'], path, '-e', 'ansible_python_interpreter=/usr/bin/python3']
+    argv = [fh.ANSIBLE_PLAYBOOK, '-i', node['inventory'], path, '-e', 'ansible_python_interpreter=/usr/bin/python3'] + list(flags)
     if extra:
         argv += ['-e', json.dumps(extra)]     # JSON: lists and dicts (environments) pass as they are
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -102,14 +104,16 @@ def finish(proc, out, timeout=600):
     log = proc.communicate(timeout=timeout)[0]
     try:
         with open(out, encoding='utf-8') as handle:
-            wait = json.load(handle)
+            text = handle.read()
+        result = json.loads(text)
     except (OSError, ValueError):
-        wait = None
-    return {'rc': proc.returncode, 'log': log, 'wait': wait}
+        text, result = '', None
+    wait = (result.get('wait') or {}) if isinstance(result, dict) else None
+    return {'rc': proc.returncode, 'log': log, 'wait': wait, 'result': result, 'result_text': text}
 
 
-def deploy(node, tag, **extra):
-    return finish(*start(node, tag, **extra))
+def deploy(node, tag, flags=(), **extra):
+    return finish(*start(node, tag, flags, **extra))
 
 
 def remote(node, command):
@@ -147,6 +151,46 @@ def test_two_controllers_never_interleave_their_restarts(node):
     # (a new InvocationID); b's restart came after a's proven start
     assert (a['wait']['status'], b['wait']['status']) == ('ready', 'ready')
     assert a['wait']['unit']['InvocationID'] != b['wait']['unit']['InvocationID']
+    # a's table said ready for a configuration b then replaced: b says so, naming a's run (issue 25, finding 4)
+    over = [line for line in b['log'].splitlines() if 'deployed over a configuration from ' in line]
+    assert len(over) == 1 and re.search(r"deployed over a configuration from \S+@\S+ \(Deploy SGLang \(lock-a\)\) \d+ s earlier$",
+                                        over[0]), over or b['log'][-3000:]
+    assert not [line for line in a['log'].splitlines() if 'deployed over a configuration' in line]
+
+
+def test_a_host_lost_during_the_restart_still_has_its_row_in_the_table(node, tmp_path):
+    """Issue 25, finding 4: the link of the only host goes down at the restart step of llmops.sglang.deploy; the run
+    still ends with its table (ansible-playbook ends a play that lost its last host before its report task), the row
+    says unreachable and where, and a rerun once the link is back converges."""
+    rows = tmp_path / 'rows.json'
+    extra = {'sglang_deploy_hosts': 'all', 'nvidia_driver_enabled': False, 'sglang_report_path': str(rows),
+             'sglang_service_version': '0.5.9', 'sglang_service_pip_extra_args': ['--no-deps'],
+             'sglang_service_wheelhouse': node['wheelhouse'], 'sglang_service_wait_timeout': 120,
+             'sglang_service_args': {'model-path': 'zai-org/GLM-5-FP8', 'served-model-name': 'glm-5'},
+             'sglang_service_environment': {'LLMOPS_LINK_TEST': 'lost'},
+             'sglang_service_launch_command': ['/usr/bin/python3', '/opt/llmops-standin/sglang_standin.py', '--max-seconds', '4',
+                                               '--recording', '/opt/llmops-standin/recordings/' + READY]}
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS_PATH, ANSIBLE_NOCOLOR='1', ANSIBLE_HOST_KEY_CHECKING='False',
+               ANSIBLE_TIMEOUT='5')
+    proc = subprocess.Popen([fh.ANSIBLE_PLAYBOOK, '-i', node['inventory'], 'llmops.sglang.deploy', '-e',
+                             'ansible_python_interpreter=/usr/bin/python3', '-e', json.dumps(extra)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen = []
+    try:
+        for line in proc.stdout:
+            seen.append(line)
+            if line.startswith('TASK [llmops.sglang.sglang_service : Restart SGLang'):
+                link(node, 'down')
+        proc.wait(timeout=300)
+    finally:
+        link(node, 'up')
+    log = ''.join(seen)
+    assert proc.returncode == 2, log[-4000:]
+    row = json.loads(rows.read_text())[0]
+    assert (row['host'], row['status'], row['stage']) == (node['name'], 'unreachable', 'unknown'), row
+    assert row['reason'].startswith('the host became unreachable during step restart'), row
+    rerun = deploy(node, 'after-link-loss', recording=READY)
+    assert rerun['rc'] == 0 and rerun['wait']['status'] == 'ready', rerun['log'][-4000:]
 
 
 def show(node, *props):
@@ -157,7 +201,7 @@ def show(node, *props):
 def test_controller_killed_after_the_files_before_the_restart(node):
     """SIGKILL of ansible-playbook after a changing deploy wrote the new unit file and before its restart: the old
     process keeps serving (nothing stopped), and the rerun, which finds every file already as wanted, still restarts
-    it because the running start predates its files (sglang_deploy_stamp's stale_process)."""
+    it because the running process started before its unit file changed (sglang_deploy_stamp's process)."""
     base = deploy(node, 'kill-base', recording=READY)
     assert base['rc'] == 0, base['log'][-4000:]
     before = show(node, 'InvocationID', 'RestartUSec')
@@ -175,7 +219,31 @@ def test_controller_killed_after_the_files_before_the_restart(node):
     assert killed == {'InvocationID': before['InvocationID'], 'ActiveState': 'active'}            # old start serves on
     rerun = deploy(node, 'kill-rerun', recording=READY, sglang_service_restart_sec=11)
     assert rerun['rc'] == 0, rerun['log'][-4000:]
-    assert 'the running server predates its files or SGLang' in rerun['log']
+    # the process itself says it started before its unit file changed (issue 25: read from /proc, not the record)
+    said = [line for line in rerun['log'].splitlines() if 'restarting sglang.service: ' in line]
+    assert len(said) == 1 and said[0].endswith('restarting sglang.service: the running server runs an older configuration '
+                                               '(changed after its start: /etc/systemd/system/sglang.service)'), said
     after = show(node, 'InvocationID', 'RestartUSec', 'ActiveState')
     assert after['ActiveState'] == 'active' and after['InvocationID'] != before['InvocationID']
     assert after['RestartUSec'] == '11s' and rerun['wait']['status'] == 'ready'
+
+
+def test_known_secrets_reach_no_output_result_log_journal_process_list_or_readable_file(node):
+    """Issue 25, finding 3: a deploy with a known API key and a known secret environment value, at -vvv --diff; neither
+    value is in the output, the registered result (its wait's log tail included), the journal, the process list or
+    any world-readable file on the host, and the server's log is not world-readable."""
+    key, token = 'sk-llmops-Qx7-known-key', 'hf_llmopsKnownToken9Zt'
+    run = deploy(node, 'secrets', ['-vvv', '--diff'], recording=READY, sglang_service_api_key=key,
+                 sglang_service_secret_environment={'HF_TOKEN': token})
+    assert run['rc'] == 0, run['log'][-4000:]
+    assert run['result']['status'] == 'ready' and run['result']['wait']['log_tail'], run['result']
+    for where, text in (('output at -vvv --diff', run['log']), ('sglang_service_result', run['result_text']),
+                        ('journal', remote(node, 'journalctl --no-pager -o cat')),
+                        ('process list', remote(node, 'ps -eo args'))):
+        assert key not in text and token not in text, where
+    readable = remote(node, "find / -xdev \\( -path /proc -o -path /sys \\) -prune -o -type f -perm -0004 -size -4M -print0 "
+                            "| xargs -0 grep -l -F -e %s -e %s || true" % (key, token))
+    assert readable == '', readable
+    # the key did reach the server (its --config file): the smoke request with it was answered
+    assert run['result']['smoke']['ok'] is True
+    assert remote(node, 'stat -c %a /var/log/sglang/sglang.log') == '640'

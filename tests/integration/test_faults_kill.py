@@ -158,10 +158,10 @@ class Round:
         assert (state['ActiveState'], state['UnitFileState']) == ('active', 'enabled'), (where, state)
         self.killed = snapshot(self.node)
 
-    def converges(self, tag):
+    def converges(self, tag, **extra):
         """The rerun ends ready with the new configuration and exactly the one restart the change needs."""
         node = self.node
-        rerun = tf.deploy(node, tag, **CONFIGS[self.target])
+        rerun = tf.deploy(node, tag, **dict(CONFIGS[self.target], **extra))
         assert rerun['rc'] == 0, rerun['log'][-4000:]
         after = show(node, 'ActiveState', 'UnitFileState', 'InvocationID', 'RestartUSec')
         assert (after['ActiveState'], after['UnitFileState']) == ('active', 'enabled')
@@ -176,8 +176,16 @@ class Round:
             assert self.killed[key] in (self.before[key], value), '%s was neither whole state after the kill' % key
         new = invocations_since(node, self.since) - {self.invocation}
         assert new == {after['InvocationID']}, (new, after)
+        # what runs is what was deployed: the live process's own environment (issue 25)
+        assert live_environment(node)['LLMOPS_KILL_TEST'] == CONFIGS[self.target]['sglang_service_environment']['LLMOPS_KILL_TEST']
         node['current'] = self.target
         return rerun
+
+
+def live_environment(node):
+    """The environment the server's main process started with, from /proc/<MainPID>/environ on the host."""
+    text = remote(node, "tr '\\0' '\\n' </proc/$(systemctl show -p MainPID --value sglang.service)/environ")
+    return dict(line.partition('=')[::2] for line in text.splitlines() if '=' in line)
 
 
 def kill_points():
@@ -245,3 +253,31 @@ def test_a_controller_killed_inside_the_restart_leaves_the_unit_to_start_without
     assert started['RestartUSec'] == '%ds' % CONFIGS[fault.target]['sglang_service_restart_sec']
     fault.converges('rerun-inside')
     assert show(host, 'InvocationID')['InvocationID'] == started['InvocationID']   # the rerun waited for that start
+
+
+BEFORE_RESTART = SAMPLE[1]
+
+
+@pytest.mark.parametrize('damage', ['skip_unchanged=false', 'truncated record'])
+def test_files_new_and_server_old_restart_once_whatever_the_record_says(host, damage):
+    """Issue 25, finding 1: the controller killed before the restart (every file new, the server old), then a rerun
+    that cannot lean on the deployment record (-e sglang_service_skip_unchanged=false, or the record cut in half):
+    the running process itself says it runs the older configuration, so the rerun restarts it once and only then
+    records the deployment; the live process's arguments and environment are the new ones."""
+    fault = Round(host)
+    killed, log = kill_at(host, 'kill-old-%s' % damage[:4], CONFIGS[fault.target], BEFORE_RESTART)
+    assert killed, log[-3000:]
+    fault.assert_left_whole(BEFORE_RESTART[0])
+    assert live_environment(host)['LLMOPS_KILL_TEST'] == CONFIGS[1 - fault.target]['sglang_service_environment']['LLMOPS_KILL_TEST']
+    extra = {}
+    if damage == 'truncated record':
+        remote(host, 'truncate -s 40 %s' % tf.STAMP)
+        fault.before['deployment record'] = None    # damaged: neither whole state
+        fault.killed['deployment record'] = None
+    else:
+        extra['sglang_service_skip_unchanged'] = False
+    rerun = fault.converges('rerun-old-%s' % damage[:4], **extra)
+    said = [line for line in rerun['log'].splitlines() if 'restarting sglang.service: ' in line]
+    assert len(said) == 1 and 'the running server runs an older configuration (' in said[0], said or rerun['log'][-3000:]
+    # the API key's --config file and the secret environment are new in this configuration: both are named, no value
+    assert 'changed after its start' in said[0] and 'hf_' not in said[0] and 'kill-key' not in said[0], said[0]

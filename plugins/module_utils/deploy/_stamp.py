@@ -27,7 +27,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file imp
 FORMAT = 2
 
 # systemctl show properties compared for the unit.
-UNIT_PROPERTIES = ('ActiveState', 'SubState', 'UnitFileState', 'NeedDaemonReload', 'InvocationID')
+UNIT_PROPERTIES = ('ActiveState', 'SubState', 'UnitFileState', 'NeedDaemonReload', 'InvocationID', 'MainPID')
 
 
 class StampError(Exception):

@@ -134,7 +134,8 @@ class Report:
             "status": status,
             "ready": status == "ready",
             "elapsed": round(elapsed, 1),
-            "stage": res.get("stage") or "start",
+            # ready by /health alone: the log never printed its stages, but the server is at the ready stage
+            "stage": "ready" if status == "ready" and st.ready_by == "health_only" else (res.get("stage") or "start"),
             "stages": self.stages(res),
             "signature": self.signature(status, res),
             "error_line": res.get("error_line") if crashed else None,

@@ -636,6 +636,7 @@ def test_health_only_fallback_for_a_server_that_logs_above_info(tmp_path, server
     limit = decide_rules.HEALTH_ONLY_SECONDS + observe.SLOW_HTTP_PROBE + params.sleep
     assert res["status"] == "ready" and decide_rules.HEALTH_ONLY_SECONDS <= res["elapsed"] <= limit
     assert "never printed the ready line" in res["msg"] and "--log-level" in res["msg"]
+    assert res["stage"] == "ready"  # not 'start': the table's STAGE names where the server is (issue 25)
 
 
 def test_health_200_with_a_busy_log_is_not_ready_without_the_ready_line(tmp_path, server):

@@ -165,6 +165,26 @@ def test_restart_reasons_are_one_rule_each():
     assert plan(MN, topo_of(), Facts(server='sglang'), {'n2': dataclasses.replace(peer, server='sglang-b')}).restart_reasons == ()
 
 
+def test_a_server_that_runs_an_older_configuration_restarts_whatever_the_record_says():
+    """Issue 25: files new, server old (a controller killed before its restart), rerun with skip_unchanged=false or
+    a damaged record: only the process itself says so, and that restarts it once."""
+    one = Inputs(args={'model-path': 'm'}, skip_unchanged=False)
+    differs = ['arguments: --tp-size', 'environment: NCCL_P2P_DISABLE']
+    older = Facts(stamp={'current': False, 'reasons': ['the deployment record was damaged (not JSON; kept as x)'],
+                         'process': {'pid': 42, 'started_at': 1.0, 'differs': differs}})
+    assert plan(one, Topology(host='h'), older).restart_reasons == (
+        'the running server runs an older configuration (arguments: --tp-size; environment: NCCL_P2P_DISABLE)',)
+    # a process that runs what is wanted, or no process at all: no reason of its own
+    for process in ({'pid': 42, 'started_at': 1.0, 'differs': []}, {'pid': None, 'started_at': None, 'differs': []}, None):
+        assert plan(one, Topology(host='h'), Facts(stamp={'process': process})).restart_reasons == ()
+    # the record's own view (stale_process) gives way to the process's, which names what differs
+    both = dataclasses.replace(older, stamp=dict(older.stamp, stale_process=True))
+    assert plan(one, Topology(host='h'), both).restart_reasons == plan(one, Topology(host='h'), older).restart_reasons
+    # said once: a run that changes files restarts for that reason alone
+    changed = dataclasses.replace(older, changes=['environment file'])
+    assert plan(one, Topology(host='h'), changed).restart_reasons == ('environment file',)
+
+
 def test_what_a_rollback_restores():
     inputs = Inputs(rollback=True, sm120_patch='present', version='0.5.10', args={'model-path': 'm'})
     facts = Facts(changes=['SGLang install', 'SM120 patches', 'unit file'], previous_version='0.5.9',

@@ -6,10 +6,13 @@ the role's steps observed (plugins/plugin_utils/_deploy_result.py), and the row 
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import (
     OUTCOMES, Facts, Server, ServiceResult, service_result)
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import deployed_over
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import DEPLOY_PARTS, build_row
 
 SERVER = Server('sglang', 'http://127.0.0.1:30000', 0, None)
@@ -81,6 +84,29 @@ def test_messages_say_what_happened():
     assert msg(**dict(DEPLOY, failure={'step': 'configure', 'msg': 'refused\nsecond line'})) == 'refused\nsecond line'
     # a dry run that refuses (a misspelled flag on a fresh host) says why, not what it would have done
     assert msg(True, **dict(DEPLOY, startable=False, failure={'step': 'install', 'msg': 'does not define --x'})) == 'does not define --x'
+
+
+def test_a_run_that_waited_for_another_controller_says_it_deployed_over_its_configuration():
+    """Issue 25, finding 4: the second of two controllers replaces what the first reported ready 11 s earlier."""
+    now = datetime.datetime(2026, 12, 2, 8, 0, 11, tzinfo=datetime.timezone.utc)
+    holder = {'controller': 'ctl-1', 'user': 'awx', 'pid': 771, 'play': 'Deploy SGLang'}
+    said = deployed_over(holder, '2026-12-02T07:00:00Z', '2026-12-02T08:00:00Z', now)
+    assert said == 'deployed over a configuration from awx@ctl-1 (Deploy SGLang) 11 s earlier'
+    # the other run recorded nothing while this one waited (it failed, or changed nothing): nothing to say
+    assert deployed_over(holder, '2026-12-02T07:00:00Z', '2026-12-02T07:00:00Z', now) == ''
+    assert deployed_over(holder, None, None, now) == ''
+    result = service_result(Facts(**dict(DEPLOY, restart=RESTART, wait=READY, deployed_over=said)), SERVER, False)
+    assert (result.msg, result.deployed_over) == ('serving glm-5; ' + said, said)
+    assert build_row('h', {'sglang_service_result': result.to_json()}, DEPLOY_PARTS, True).reason.endswith(said)
+
+
+def test_a_host_lost_during_a_step_is_unreachable_where_nobody_could_see():
+    failure = {'step': 'restart', 'what': 'connection', 'unreachable': True, 'result': None,
+               'msg': 'the host became unreachable during step restart: ssh: connect to host 10.0.0.5 port 22: timed out'}
+    result = service_result(Facts(**dict(DEPLOY, failure=failure)), SERVER, False)
+    assert (result.status, result.ok) == ('unreachable', False)
+    row = build_row('h', {'sglang_service_result': result.to_json()}, DEPLOY_PARTS, True)
+    assert (row.status, row.stage, row.reason) == ('unreachable', 'unknown', failure['msg'])
 
 
 def test_the_result_is_plain_data_with_stable_fields():
