@@ -99,7 +99,9 @@ class ActionModule(ActionBase):
         batch_groups: Dict[str, Tuple[str, ...]] = {}
         if multinode:
             for other in batch:
-                group = self._hostvar(hostvars, other, 'sglang_service_deployment_group', '')
+                # a play's vars are not in hostvars: a host without its own value has the play's, as this host does
+                group = self._hostvar(hostvars, other, 'sglang_service_deployment_group', None)
+                group = inputs.deployment_group if group is None else group
                 if group and len(groups.get(group) or ()) > 1:
                     batch_groups[group] = tuple(groups[group])
         rank0 = peers[0] if multinode else host

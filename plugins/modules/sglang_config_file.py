@@ -173,6 +173,9 @@ def main():
     )
     p = module.params
     dest = p['dest']
+    if p['secret']:
+        # masked wherever AnsibleModule returns it (the invocation's module_args, which -vvv prints from the raw output)
+        module.no_log_values.add(p['content'])
     try:
         wanted = _wanted(p)
     except ValueError as err:

@@ -180,7 +180,8 @@ def message_of(facts: Facts, server: Server, outcome: str, status: str) -> str:
     wait = _plain_dict(facts.wait) or {}
     smoke = _plain_dict(facts.smoke) or {}
     if status == 'failed' and 'ok' in smoke and not smoke['ok']:
-        return 'smoke request: %s' % _first_line(smoke.get('error') or smoke.get('msg') or 'failed')
+        # the module's own line: what failed, what was sent and what came back (the table keeps the short form)
+        return _first_line(smoke.get('msg')) or 'smoke request failed: %s' % _first_line(smoke.get('error') or 'no answer')
     if status == 'ready':
         models = wait.get('models') or []
         serving = 'serving ' + ', '.join(models) if models else 'ready'

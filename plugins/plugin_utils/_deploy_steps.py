@@ -387,7 +387,8 @@ def write_file(ctx: Context, name: str, dest: str, content: str, mode: str, secr
     """One configuration file, written atomically by llmops.sglang.sglang_config_file (a full disk fails naming the path,
     the old file untouched); a replaced file is kept as a backup for a rollback."""
     res = ctx.run('llmops.sglang.sglang_config_file', {'dest': dest, 'content': content, 'owner': 'root', 'group': 'root',
-                                                       'mode': mode, 'verify': verify, 'backup': ctx.inputs.keeps_previous},
+                                                       'mode': mode, 'verify': verify, 'backup': ctx.inputs.keeps_previous,
+                                                       'secret': secret},
                   name, secret=secret)
     if res.get('changed'):
         ctx.facts.changes.append(name)

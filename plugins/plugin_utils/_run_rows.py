@@ -110,7 +110,8 @@ def fill_smoke(row: HostRow, smoke: Dict[str, Any]) -> None:
     if not _is_dict(smoke) or 'ok' not in smoke:
         return
     row.extra['ttft'] = smoke.get('ttft') if smoke.get('ok') else None
-    if not smoke.get('ok') and row.ok:
+    # the table says it short; the role's result (its failure message) says what was sent and what came back
+    if not smoke.get('ok') and (row.ok or row.status == 'failed'):
         row.status = 'failed'
         row.reason = one_line('smoke request: %s' % (smoke.get('error') or smoke.get('msg') or 'failed'))
 
