@@ -153,6 +153,23 @@ recorded_at:
   returned: always
   type: str
   sample: "2026-12-01T13:02:11Z"
+preflight:
+  description:
+    - The pre-flight's verdict (M(llmops.sglang.sglang_preflight) - C(ok), C(msg), C(summary), C(rank), C(stopped),
+      C(removed), C(failed_checks), C(checks)), V(null) when none ran (the no-change path).
+    - A passed pre-flight's one line is printed with C(-v) only.
+  returned: always
+  type: dict
+  sample: {ok: true, summary: "gpus ok (no other holder), ports ok (30000 free), shm ok (clean)"}
+sm120_patch:
+  description:
+    - The SM120 patch state this run left (C(state) V(present) or V(absent), C(sglang_version), C(sites) - each with
+      C(name) and C(status) as M(llmops.sglang.sglang_patch_sm120) returns them; after a rollback, the restored state),
+      V(null) when the patch was not run (C(sglang_service_sm120_patch) unset, or the no-change path).
+    - Its one line is printed with C(-v) only.
+  returned: always
+  type: dict
+  sample: {state: present, sglang_version: 0.5.9, sites: [{name: allreduce_fusion_gate, status: applied}]}
 smoke:
   description: The smoke request's result (M(llmops.sglang.sglang_smoke)), V(null) when none was sent.
   returned: always

@@ -29,6 +29,7 @@ class Facts:
     previous_version: str = ''                  # the SGLang version before this run's install (for a rollback)
     sglang_pending: bool = False                # check mode: pip would create or change the venv
     preflight: Optional[Dict[str, Any]] = None  # llmops.sglang.sglang_preflight: ok, msg, summary, rank, stopped
+    sm120_patch: Optional[Dict[str, Any]] = None  # llmops.sglang.sglang_patch_sm120's last run: state, version, sites
     caches: Optional[Dict[str, Any]] = None     # llmops.sglang.sglang_compile_cache: environment, dirs
     changes: List[str] = field(default_factory=list)          # what this run changed that the server runs, by name
     backups: List[Dict[str, Any]] = field(default_factory=list)  # {dest, backup_file, secret}: files this run replaced

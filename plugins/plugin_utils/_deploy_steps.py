@@ -248,6 +248,8 @@ def patch_sm120(ctx: Context, state: str) -> Dict[str, Any]:
     if inputs.sm120_patch_sites:
         args['patches'] = list(inputs.sm120_patch_sites)
     res = ctx.run('llmops.sglang.sglang_patch_sm120', args, 'SM120 patches %s' % state)
+    ctx.facts.sm120_patch = {'state': state, 'sglang_version': res.get('sglang_version'),
+                             'sites': [{'name': s.get('name'), 'status': s.get('status')} for s in res.get('sites') or []]}
     sites = ', '.join('%s=%s' % (s.get('name'), s.get('status')) for s in res.get('sites') or [])
     # the patch state is in the result (and the check's SM120 PATCH column); a failure stops the step
     ctx.host.say('SM120 patches %s, SGLang %s: %s' % (state, res.get('sglang_version') or '?', sites or 'no site'), detail=True)

@@ -122,3 +122,18 @@ def test_the_result_is_plain_data_with_stable_fields():
 def test_facts_round_trip_and_ignore_unknown_keys():
     facts = Facts(**dict(DEPLOY, restart=RESTART))
     assert Facts.from_json(dict(facts.to_json(), something_new=1)) == facts
+
+
+def test_the_preflight_and_the_sm120_patch_state_are_in_the_result():
+    """Their lines are -v only: what they said is in the result."""
+    preflight = {'ok': True, 'summary': 'gpus ok (no GPU device, no other holder), ports ok (30000 free)'}
+    patch = {'state': 'present', 'sglang_version': '0.5.9',
+             'sites': [{'name': 'allreduce_fusion_gate', 'status': 'applied'}, {'name': 'allreduce_fusion_backend_resolver',
+                                                                                'status': 'not_present'}]}
+    result = service_result(Facts(**dict(DEPLOY, restart=RESTART, wait=READY, preflight=preflight, sm120_patch=patch)), SERVER, False)
+    assert (result.to_json()['preflight'], result.to_json()['sm120_patch']) == (preflight, patch)
+    # the no-change path runs neither
+    unchanged = service_result(Facts(stamp=CURRENT, unchanged=True), SERVER, False).to_json()
+    assert (unchanged['preflight'], unchanged['sm120_patch']) == (None, None)
+    # a Facts carried between the steps (to_json, from_json) keeps the patch state
+    assert Facts.from_json(Facts(sm120_patch=patch).to_json()).sm120_patch == patch
