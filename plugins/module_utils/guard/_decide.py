@@ -93,8 +93,9 @@ def _window(times, now, window):
 
 # ------------------------------------------------------------------------------------------------ rules
 def held(obs, state, _params, _now):
-    """The guard stopped this run itself: it waits until someone starts the unit again (a new invocation)."""
-    if state.held and (not obs.active or obs.invocation == state.held_invocation):
+    """The guard stopped this run itself: it waits until someone starts the unit again (a new invocation, also one that
+    was stopped again before this round saw it running)."""
+    if state.held and obs.invocation in ('', state.held_invocation):
         return Decision('held', reason='stopped by the guard: %s; start it again once fixed (a deploy does)' % state.held)
     return None
 

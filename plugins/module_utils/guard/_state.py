@@ -116,7 +116,7 @@ def advance(state, obs, decision, now, windows):
     if obs.invocation != state.invocation:
         new.failures = 1 if decision.failing else 0
     new.invocation = obs.invocation
-    if new.held and obs.active and obs.invocation and obs.invocation != new.held_invocation:
+    if new.held and obs.invocation and obs.invocation != new.held_invocation:
         new.held, new.held_invocation = '', ''  # someone (a deploy) started it again: the guard watches it again
     new.seen_lines = (new.seen_lines + [key for key in obs.line_keys if key not in set(new.seen_lines)])[-SEEN_KEEP:]
     new.journal_cursor = obs.journal_cursor or new.journal_cursor

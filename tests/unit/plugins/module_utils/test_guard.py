@@ -170,6 +170,10 @@ def test_held_until_someone_starts_it_again():
     restarted = unit_obs(SERVING, health=200, smoke_ok=True, invocation='deploy-run')
     assert decide(restarted, held, P, NOW).kind == 'healthy'
     assert advance(held, restarted, Decision('healthy'), NOW, WINDOWS).held == ''
+    # started and stopped again between two rounds (found by the guard molecule scenario): not the guard's hold any more
+    gone_again = unit_obs(SERVING, active_state='inactive', sub_state='dead', invocation='operator-run')
+    assert decide(gone_again, held, P, NOW).kind != 'held'
+    assert advance(held, gone_again, decide(gone_again, held, P, NOW), NOW, WINDOWS).held == ''
 
 
 def test_a_stopped_unit_is_not_the_guards_business():
