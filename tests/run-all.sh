@@ -315,15 +315,35 @@ sanity_other_pythons() {
     return "$rc"
 }
 
-# shellcheck disable=SC2317  # runs through run_step
 # The scenarios in LLMOPS_MOLECULE_WORKERS (2) groups at once, each group one 'molecule test -s' after the other (every
 # scenario boots and stops its own hosts, so two groups never share one). Molecule's own --workers is experimental
 # and loses the create playbook's instance config (its hosts resolve to their names). Each group has a HOME of its
 # own: molecule installs the collection under test into ~/.ansible/collections, and two installs at once collide.
+# Minutes each scenario took at load 3-8 (each prints '=== molecule scenario S: ... in N s'); the longest goes first
+# onto the group with the fewest minutes so far, so the groups end together. A scenario not listed counts 5.
+MOLECULE_MINUTES="gateway_roll:9 sglang_service:7 tune:6 guard:6 sglang_smoke:5 default:4 sglang_check:4 preflight:3"
+
+# shellcheck disable=SC2317  # runs through run_step (molecule_all)
+molecule_groups() {
+    local n=$1 s w i best found sums=() groups=() order=()
+    for s in extensions/molecule/*/molecule.yml; do
+        s=$(basename "$(dirname "$s")"); found=5
+        for w in $MOLECULE_MINUTES; do [[ ${w%%:*} == "$s" ]] && found=${w##*:}; done
+        order+=("$found $s")
+    done
+    for ((i = 0; i < n; i++)); do sums[i]=0; groups[i]=; done
+    while read -r w s; do
+        best=0
+        for ((i = 1; i < n; i++)); do ((sums[i] < sums[best])) && best=$i; done
+        sums[best]=$((sums[best] + w)); groups[best]+="$s "
+    done < <(printf '%s\n' "${order[@]}" | sort -k1,1nr -k2,2)
+    printf '%s\n' "${groups[@]}"
+}
+
+# shellcheck disable=SC2317  # runs through run_step
 molecule_all() {
-    local n=${LLMOPS_MOLECULE_WORKERS:-2} scenarios=() groups=() i s rc=0 pids=()
-    for s in extensions/molecule/*/molecule.yml; do scenarios+=("$(basename "$(dirname "$s")")"); done
-    for i in "${!scenarios[@]}"; do groups[i % n]+="${scenarios[$i]} "; done
+    local n=${LLMOPS_MOLECULE_WORKERS:-2} groups=() i s rc=0 pids=()
+    mapfile -t groups < <(molecule_groups "$n")
     for i in "${!groups[@]}"; do
         (
             grc=0
@@ -331,8 +351,13 @@ molecule_all() {
             rm -rf "$HOME/.ansible/collections/ansible_collections/llmops/sglang"
             mkdir -p "$HOME"
             for s in ${groups[$i]}; do
-                echo "=== molecule test -s $s (group $((i + 1)) of $n)"
-                timeout -k 30 2400 molecule test -s "$s" || { echo "=== molecule scenario $s FAILED"; grc=1; }
+                echo "=== molecule test -s $s (group $((i + 1)) of $n: ${groups[$i]% })"
+                t0=$(date +%s)
+                if timeout -k 30 2400 molecule test -s "$s"; then
+                    echo "=== molecule scenario $s: passed in $(($(date +%s) - t0)) s"
+                else
+                    echo "=== molecule scenario $s: FAILED in $(($(date +%s) - t0)) s"; grc=1
+                fi
             done
             exit "$grc"
         ) >"$LANES/molecule-group-$i.log" 2>&1 &
