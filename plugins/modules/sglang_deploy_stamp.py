@@ -93,6 +93,15 @@ options:
     type: dict
     default: {}
     version_added: 0.3.0
+  process_sglang_sources:
+    description:
+      - Whether a change of the SGLang sources M(llmops.sglang.sglang_patch_sm120) edits after the process started counts
+        as a difference (RV(process)). Set it when the deployment manages the SM120 patch state; leave it off when
+        another deployment sharing the environment does (its patch is not this server's configuration).
+      - Used only with O(process_argv).
+    type: bool
+    default: true
+    version_added: 0.3.0
   health_url:
     description:
       - Base URL of the server, for example V(http://127.0.0.1:30000). With O(state=query) the host is current only
@@ -280,7 +289,7 @@ def _process_now(module, unit_state, sglang):
         return {'pid': None, 'started_at': None, 'differs': []}
     wanted = _live.Wanted(argv=tuple(p['process_argv']), environment=dict((k, str(v)) for k, v in p['process_environment'].items()))
     watched = list(p['files'])
-    if sglang:
+    if sglang and p['process_sglang_sources']:
         watched += [os.path.join(sglang['path'], rel) for rel in _sm120_patch.PATCH_FILES]
     result = live.to_json()
     result.pop('argv')
@@ -315,6 +324,7 @@ def main():
             health_timeout=dict(type='float', default=5.0),
             process_argv=dict(type='list', elements='str'),
             process_environment=dict(type='dict', default={}),
+            process_sglang_sources=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )

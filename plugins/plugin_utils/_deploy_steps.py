@@ -132,7 +132,9 @@ def wanted_process(ctx: Context) -> Dict[str, Any]:
     env = dict(inputs.environment, **inputs.secret_environment)
     env['HOME'] = inputs.working_directory
     return {'process_argv': argv,
-            'process_environment': dict((k, value_digest('' if v is None else str(v))) for k, v in env.items())}
+            'process_environment': dict((k, value_digest('' if v is None else str(v))) for k, v in env.items()),
+            # SGLang's patched sources are this server's configuration only when this deployment manages the patch
+            'process_sglang_sources': bool(inputs.sm120_patch)}
 
 
 def stamp_args(ctx: Context, state: str) -> Dict[str, Any]:
