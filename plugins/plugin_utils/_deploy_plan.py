@@ -335,10 +335,16 @@ RESTART_RULES: Tuple[Callable[[Facts, bool], List[str]], ...] = (
     lambda facts, _multinode: list(facts.changes),
     lambda facts, multinode: (['unit restarted or stopped outside a deploy']
                               if multinode and _stamp_flag(facts, 'unit_changed') else []),
+    # the record's view, only when the process itself could not be read (its own view names what differs, and leaves
+    # out what is not this deployment's: another server's SM120 patch of a shared venv)
     lambda facts, _multinode: (['the running server predates its files or SGLang (an earlier run ended before its restart)']
-                               if _stamp_flag(facts, 'stale_process') and not process_differs(facts) else []),
+                               if _stamp_flag(facts, 'stale_process') and not process_read(facts) else []),
     lambda facts, _multinode: older_process(facts),
 )
+
+
+def process_read(facts: Facts) -> bool:
+    return bool(((facts.stamp or {}).get('process') or {}).get('pid'))
 
 
 def process_differs(facts: Facts) -> List[str]:

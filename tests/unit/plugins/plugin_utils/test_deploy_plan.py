@@ -180,6 +180,10 @@ def test_a_server_that_runs_an_older_configuration_restarts_whatever_the_record_
     # the record's own view (stale_process) gives way to the process's, which names what differs
     both = dataclasses.replace(older, stamp=dict(older.stamp, stale_process=True))
     assert plan(one, Topology(host='h'), both).restart_reasons == plan(one, Topology(host='h'), older).restart_reasons
+    # a process read from /proc that runs what is wanted outweighs the record's stale_process (another deployment's
+    # SM120 patch of a shared venv changed the record's SGLang digest, not this server's configuration)
+    fine = Facts(stamp={'stale_process': True, 'process': {'pid': 42, 'started_at': 1.0, 'differs': []}})
+    assert plan(one, Topology(host='h'), fine).restart_reasons == ()
     # said once: a run that changes files restarts for that reason alone
     changed = dataclasses.replace(older, changes=['environment file'])
     assert plan(one, Topology(host='h'), changed).restart_reasons == ('environment file',)
