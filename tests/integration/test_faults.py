@@ -247,3 +247,22 @@ def test_known_secrets_reach_no_output_result_log_journal_process_list_or_readab
     # the key did reach the server (its --config file): the smoke request with it was answered
     assert run['result']['smoke']['ok'] is True
     assert remote(node, 'stat -c %a /var/log/sglang/sglang.log') == '640'
+
+
+def test_a_startup_history_of_the_wrong_types_is_kept_aside_and_the_start_recorded(node):
+    """Issue 25, finding 2, on a real host through the real role: a sglang.starts.json that is valid JSON with fields
+    of the wrong types failed every run after the restart ("type str doesn't define __round__ method", no file named);
+    now it is kept aside whole, named in a warning, and the start is recorded in a new history."""
+    path = '/var/lib/sglang/sglang.starts.json'
+    bad = json.dumps({'format': 1, 'records': [{'recorded_at': '2026-12-01T10:00:00Z', 'config': 'c', 'total': 'x',
+                                                'caches': 'warm'}]})
+    remote(node, "rm -f %s.damaged-*; printf '%%s' '%s' > %s" % (path, bad, path))
+    run = deploy(node, 'damaged-history', recording=READY, max_seconds=3)   # another launch command: a restart
+    assert run['rc'] == 0 and run['wait']['status'] == 'ready', run['log'][-4000:]
+    said = ' '.join(run['log'].split())
+    assert 'The startup history %s was damaged (records[0].total is a string, not a number): it was kept as %s.damaged-' \
+        % (path, path) in said, run['log'][-4000:]
+    kept = remote(node, 'ls %s.damaged-*' % path).split()
+    assert len(kept) == 1 and remote(node, 'cat %s' % kept[0]) == bad
+    history = json.loads(remote(node, 'cat %s' % path))
+    assert len(history['records']) == 1 and isinstance(history['records'][0]['total'], (int, float)), history
