@@ -120,6 +120,18 @@ peak:
   description: The most requests seen in flight.
   returned: always
   type: int
+policy:
+  description: The policy the drain followed past O(timeout) (V(wait), V(proceed), V(fail)).
+  returned: always
+  type: str
+  sample: wait
+at_timeout:
+  description:
+    - Requests in flight at the first reading past O(timeout) (V(null) when the server was idle within it). With
+      O(policy=wait) and RV(outcome=idle) the drain waited on past its bound for them until the server was idle.
+  returned: always
+  type: int
+  sample: 1
 source:
   description: Where the load was read (V(metrics) or V(get_load)).
   returned: always

@@ -160,7 +160,8 @@ waited:
 drains:
   description:
     - With O(state=out), one per worker - C(url), C(outcome) (V(idle), V(proceed), V(fail)), C(seconds), C(drained),
-      C(in_flight_at_start), C(still_running), C(peak), C(source), C(reason) and the last readings.
+      C(in_flight_at_start), C(still_running), C(peak), C(source), C(policy), C(at_timeout) (in flight when
+      O(drain_timeout) passed, V(null) when drained within it), C(reason) and the last readings.
   returned: always
   type: list
   elements: dict
@@ -260,7 +261,10 @@ def main():
     out['ok'] = True
     if p['state'] == 'out':
         out['msg'] = 'out of rotation and drained: %s' % '; '.join(
-            '%s %s after %.1fs (%s request(s) drained)' % (d['url'], d['outcome'], d['seconds'], d['drained']) for d in out['drains'])
+            '%s %s after %.1fs (%s request(s) drained%s)' % (
+                d['url'], d['outcome'], d['seconds'], d['drained'],
+                '; %s in flight at drain_timeout, policy %s' % (d['at_timeout'], d['policy']) if d['at_timeout'] is not None else '')
+            for d in out['drains'])
     else:
         proven = ', proven' if p['prove'] else ''
         out['msg'] = 'back in rotation after %.1fs%s: %s' % (out['waited'], proven, ', '.join(w.url for w in wanted))

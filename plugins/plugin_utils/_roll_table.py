@@ -18,6 +18,9 @@ def _drain(row: WorkerOutcome) -> str:
         return ''
     text = '%s req %.1fs' % (row.drained if row.drained is not None else '?', row.drain_seconds or 0.0)
     if row.drain == 'idle':
+        if row.drain_at_timeout is not None:
+            # policy wait: past drain_timeout it kept waiting until the server was idle
+            return '%s, %d in flight at bound (%s)' % (text, row.drain_at_timeout, row.drain_policy or 'wait')
         return text
     return '%s, %s left (%s)' % (text, row.still_running if row.still_running is not None else '?', row.drain)
 

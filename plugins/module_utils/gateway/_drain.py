@@ -8,7 +8,9 @@ The gateway's own removal only waits ``drain_settle_secs``, a fixed sleep; this 
 and waiting requests (``/metrics`` with ``--enable-metrics``, else ``/get_load``), every ``interval`` seconds, until
 ``idle_readings`` readings in a row say 0. Past ``timeout`` the ``policy`` decides: ``proceed`` (go on with the change,
 saying how many still run: SGLang lets them end after SIGTERM within the unit's stop timeout), ``fail`` (stop here,
-nothing was changed), ``wait`` (keep waiting until idle, up to ``max_wait``, then fail).
+nothing was changed), ``wait`` (keep waiting until idle, up to ``max_wait``, then fail). Whatever the policy, the result
+says how many requests were still in flight when ``timeout`` passed (``at_timeout``) and the policy it followed, so a
+drain that waited on past its bound says how long and for how many.
 
 A server that refuses the connection has nothing in flight (it is not running): that reading counts as idle. Any other
 failed reading (timeout, 401, an answer without the figures) counts as not idle, so a drain never ends on a guess.
@@ -121,6 +123,13 @@ class DrainResult:
     reason: str
     readings: List[Reading] = field(default_factory=list)
     source: str = ''
+    policy: str = ''
+    at_timeout: Optional[int] = None  # in flight at the first reading past ``timeout``; None: drained before it
+
+    @property
+    def past_timeout(self) -> bool:
+        """The drain went on past ``timeout`` (only with policy ``wait``: the others decide at the bound)."""
+        return self.at_timeout is not None
 
     @property
     def drained(self) -> Optional[int]:
@@ -162,5 +171,12 @@ class Drainer:
                 break
             self.sleep(self.settings.interval)
         busy = [r.busy for r in readings if r.busy is not None]
-        return DrainResult(decision.action, round(self.clock() - start, 3), readings[0].busy, max(busy) if busy else None,
-                           decision.still_running, decision.reason, readings, self.source)
+        bound = next((r for r in readings if r.at >= self.settings.timeout), None)
+        at_timeout = None if bound is None or (decision.action == 'idle' and bound is readings[-1]) else bound.busy
+        seconds = round(self.clock() - start, 3)
+        reason = decision.reason
+        if decision.action == 'idle' and at_timeout is not None:
+            reason = '%s; %s in flight when drain_timeout %.0fs passed, waited %.1fs more (policy %s)' % (
+                reason, at_timeout, self.settings.timeout, seconds - bound.at, self.settings.policy)
+        return DrainResult(decision.action, seconds, readings[0].busy, max(busy) if busy else None,
+                           decision.still_running, reason, readings, self.source, self.settings.policy, at_timeout)

@@ -366,6 +366,8 @@ class WorkerOutcome:
     drained: Optional[int] = None
     drain_seconds: Optional[float] = None
     still_running: Optional[int] = None
+    drain_policy: str = ''  # the policy the drain followed (wait, proceed, fail)
+    drain_at_timeout: Optional[int] = None  # in flight when drain_timeout passed (None: drained within it)
     change: str = 'not run'  # changed, unchanged, rolled back, failed, not run
     change_detail: str = ''
     change_seconds: Optional[float] = None
@@ -399,6 +401,7 @@ def worker_outcome(worker: Dict[str, Any], batch: int, drain: Dict[str, Any], fa
         return out
     out.drain, out.drain_seconds = drain.get('outcome'), drain.get('seconds')
     out.drained, out.still_running = drain.get('drained'), drain.get('still_running')
+    out.drain_policy, out.drain_at_timeout = drain.get('policy') or '', drain.get('at_timeout')
     if out.drain == 'fail':
         out.serves, out.status, out.reason = True, 'untouched', drain.get('reason') or 'drain failed'
         return out

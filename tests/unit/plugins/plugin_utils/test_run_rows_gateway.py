@@ -38,13 +38,16 @@ def test_the_roll_table_says_drain_change_start_and_return_per_worker():
                           start='ready', start_seconds=15.8, serves=True, returned=True, return_seconds=1.2, status='rolled'),
             WorkerOutcome('gw2', 'http://b:1', 2, drain='proceed', drained=0, drain_seconds=2.1, still_running=1, change='changed',
                           status='rolled', returned=True, return_seconds=0.9),
-            WorkerOutcome('gw3', 'http://c:1', 3, reason='not reached: the roll stopped before batch 3')]
+            WorkerOutcome('gw3', 'http://c:1', 3, reason='not reached: the roll stopped before batch 3'),
+            WorkerOutcome('gw4', 'http://d:1', 1, drain='idle', drained=1, drain_seconds=38.2, drain_policy='wait',
+                          drain_at_timeout=1, change='changed', status='rolled', returned=True, return_seconds=1.0)]
     lines = render_roll(rows, 'gw2: did not return').splitlines()
-    assert lines[0] == 'llmops.sglang roll: 3 workers, 2 rolled, 1 untouched; stopped: gw2: did not return'
+    assert lines[0] == 'llmops.sglang roll: 4 workers, 3 rolled, 1 untouched; stopped: gw2: did not return'
     assert lines[2].split() == ['WORKER', 'BATCH', 'STATUS', 'DRAIN', 'CHANGE', 'START', 'RETURN', 'REASON']
     assert lines[3].split()[:12] == ['gw1', '1', 'rolled', '2', 'req', '1.4s', 'changed', '79.6s', 'ready', '15.8s', 'yes', '1.2s']
     assert '0 req 2.1s, 1 left (proceed)' in lines[4]
     assert lines[5].split()[:3] == ['gw3', '3', 'untouched']
+    assert '1 req 38.2s, 1 in flight at bound (wait)' in lines[6]
 
 
 GUARD = {'summary': 'hung 1', 'guard': {'events': [

@@ -115,3 +115,26 @@ def test_drainer_that_times_out_with_proceed_says_what_it_left(clock):
                            'get_load', clock, clock.sleep).run()
     assert (result.outcome, result.still_running, result.drained) == ('proceed', 1, 0)
     assert result.seconds == 2.0
+
+
+def test_drainer_with_policy_wait_waits_past_its_bound_and_says_for_how_many(clock):
+    loads = iter([Load(2, 0)] * 4 + [Load(1, 0)] * 5 + [Load(0, 0), Load(0, 0)])
+    result = drain.Drainer(lambda: (next(loads), None, False), settings(timeout=2, policy='wait', interval=0.5),
+                           'metrics', clock, clock.sleep).run()
+    assert (result.outcome, result.policy, result.at_timeout, result.still_running, result.drained) == ('idle', 'wait', 1, 0, 2)
+    assert result.seconds == 5.0 and result.past_timeout
+    assert 'in flight when drain_timeout 2s passed, waited 3.0s more (policy wait)' in result.reason
+    data = result.to_json()
+    assert (data['policy'], data['at_timeout']) == ('wait', 1)
+
+
+def test_a_drain_idle_within_its_bound_has_nothing_at_the_bound(clock):
+    loads = iter([Load(1, 0), Load(0, 0), Load(0, 0)])
+    result = drain.Drainer(lambda: (next(loads), None, False), settings(timeout=2, policy='wait', interval=0.5),
+                           'metrics', clock, clock.sleep).run()
+    assert (result.outcome, result.at_timeout, result.past_timeout) == ('idle', None, False)
+    # the second idle reading falls on the bound: it was idle within it
+    loads = iter([Load(1, 0), Load(1, 0), Load(1, 0), Load(0, 0), Load(0, 0)])
+    result = drain.Drainer(lambda: (next(loads), None, False), settings(timeout=2, policy='wait', interval=0.5),
+                           'metrics', clock, clock.sleep).run()
+    assert (result.outcome, result.seconds, result.at_timeout) == ('idle', 2.0, None)
