@@ -67,6 +67,15 @@ options:
     description: Verify the TLS certificate of an C(https) O(url).
     type: bool
     default: true
+  disaggregation_mode:
+    description:
+      - The server's C(--disaggregation-mode). A V(prefill) or V(decode) server of a prefill/decode disaggregated deployment
+        serves only requests that carry bootstrap information (a PD gateway adds it); the request then carries SGLang's
+        own C(bootstrap_host=2.2.2.2), C(bootstrap_room=0), with which SGLang's warmup and C(/health_generate) run on such
+        a server without a peer.
+    type: str
+    choices: ['null', prefill, decode]
+    default: 'null'
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.MODULE
@@ -196,6 +205,7 @@ def main():
             api_key=dict(type='str', no_log=True),
             model=dict(type='str'),
             validate_certs=dict(type='bool', default=True),
+            disaggregation_mode=dict(type='str', choices=['null', 'prefill', 'decode'], default='null'),
         ),
         supports_check_mode=True,
     )

@@ -51,6 +51,10 @@ exercised for real. This program stands in for ``python -m sglang.launch_server`
   appends recorded kernel-log lines (an Xid of the server's GPU) to the host's kernel-log stand-in after N generation
   requests (0: once ready); ``--hang-armed-by`` / ``--xid-armed-by FILE`` fire a fault only when FILE exists at the
   start and remove it when it fires (the restart that follows runs clean).
+* PREFILL/DECODE DISAGGREGATION (standin_pd.py, which says what is SGLang's and what the stand-in's): with
+  ``--disaggregation-mode prefill`` it runs SGLang's KV bootstrap server on ``--disaggregation-bootstrap-port`` and
+  keeps a request of a PD gateway in flight until the decode of its bootstrap room bootstrapped, then answers one
+  token; with ``decode`` it looks the prefill up there, takes its (stand-in) KV transfer and streams.
 * ``--sigterm-while-loading ignore`` is SGLang's own behaviour (sgl-project/sglang#16145: its SIGTERM handling is
   installed only once serving, so a stop during load waits out the unit's stop timeout); the default, ``exit``, keeps
   the quick stop the other tests rely on. ``--children N`` starts N scheduler processes titled
@@ -82,6 +86,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import glob
 import gzip
 import json
 import os
@@ -97,6 +102,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import standin_profile  # noqa: E402  pylint: disable=wrong-import-position
 import standin_faults  # noqa: E402  pylint: disable=wrong-import-position
+import standin_pd  # noqa: E402  pylint: disable=wrong-import-position
 
 MARK = b'[llmops-standin] '
 READY_LINE = b'The server is fired up and ready to roll!'
@@ -298,6 +304,7 @@ class GenerationRequest:
         self.usage = usage
         self.created = int(time.time())
         self.id = 'llmops-standin-%d' % int(time.monotonic() * 1000)
+        self.bootstrap = (None, None, None)  # bootstrap_host, bootstrap_port, bootstrap_room (a PD gateway's request)
 
     @classmethod
     def parse(cls, path: str, body: bytes, served_model_name: str) -> GenerationRequest:
@@ -319,7 +326,9 @@ class GenerationRequest:
         usage = bool((data.get('stream_options') or {}).get('include_usage'))
         # token ids count as tokens; a text prompt counts its words (no tokenizer here), at least 1
         prompt = len(data.get('input_ids') or []) or len(str(data.get('text') or data.get('prompt') or '').split()) or 1
-        return cls(api, max_tokens, bool(data.get('stream')), data.get('model') or served_model_name, usage, prompt)
+        out = cls(api, max_tokens, bool(data.get('stream')), data.get('model') or served_model_name, usage, prompt)
+        out.bootstrap = standin_pd.bootstrap_of(data)
+        return out
 
     def text(self, count: int) -> str:
         return ''.join(STANDIN_WORDS[i % len(STANDIN_WORDS)] for i in range(count))
@@ -447,6 +456,8 @@ def metrics_text(state) -> bytes:
             ('sglang:generation_tokens_total', 'counter', 'Number of generation tokens processed.',
              state.flight.generation_tokens_total)):
         lines += ['# HELP %s %s' % (name, doc), '# TYPE %s %s' % (name, kind), '%s{%s} %.1f' % (name, labels, value)]
+    if state.pd is not None:
+        lines += state.pd.metrics_lines()
     return ('\n'.join(lines) + '\n').encode('utf-8')
 
 
@@ -477,6 +488,15 @@ def sigterm_watchdog(state, poll: float = SIGTERM_POLL_SECONDS) -> None:
 # --------------------------------------------------------------------------- HTTP
 
 
+def installed_sglang_version(venv: str | None) -> str | None:
+    """The SGLang release installed under ``venv`` (its dist-info), None when there is none."""
+    if not venv:
+        return None
+    for info in sorted(glob.glob(os.path.join(venv, 'lib', 'python3*', 'site-packages', 'sglang-*.dist-info'))):
+        return os.path.basename(info)[len('sglang-'):-len('.dist-info')]
+    return None
+
+
 class State:
     def __init__(self, args: argparse.Namespace, recording: Recording):
         self.args = args
@@ -487,7 +507,10 @@ class State:
         self.served_model_name = args.served_model_name or self.model_path
         self.context_length = args.context_length or recording.context_length() or 32768
         self.api_key = args.api_key if args.api_key is not None else os.environ.get('SGLANG_API_KEY') or None
-        self.version = recording.expected.get('sglang_version') or 'unknown'
+        self.version = installed_sglang_version(args.sglang_venv) or recording.expected.get('sglang_version') or 'unknown'
+        # prefill/decode disaggregation (standin_pd.py): None for a server of its own (--disaggregation-mode null)
+        self.pd = None if args.disaggregation_mode == 'null' else standin_pd.PD(
+            args.disaggregation_mode, args.host, args.disaggregation_bootstrap_port, self.version, os.environ)
         self.generation = generation_mode(args.generation, recording)
         self.tokens_per_second = args.tokens_per_second or recorded_decode_rate(recording.data) or FALLBACK_TOKENS_PER_SECOND
         # How tokens are paced: at the recorded single-request rate, or by the --profile entry (all streams together)
@@ -618,8 +641,12 @@ class Handler(BaseHTTPRequestHandler):
             with st.flight.admit(request.prompt_tokens):
                 st.stopping.wait()
             return
+        if st.pd is not None and st.pd.mode == 'prefill':
+            request.max_tokens = 1  # SGLang runs a request on a prefill server with max_new_tokens=1
         with st.flight.admit(request.prompt_tokens) as ticket, st.pacing.request():
             if not request.stream:
+                if not self._disaggregated(request, headers_sent=False):
+                    return
                 st.pacing.take(request.max_tokens, first=True)
                 ticket.tokens = request.max_tokens
                 self._send(200, request.whole_response())
@@ -630,10 +657,35 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header('transfer-encoding', 'chunked')
             self.end_headers()
             try:
+                if not self._disaggregated(request, headers_sent=True):
+                    return
                 self._stream(request, st.args.stream_interval or st.pacing.chunk_tokens, ticket)
                 ticket.finished = True
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up; so does the stream (SGLang aborts the request)
+
+    def _disaggregated(self, request: GenerationRequest, headers_sent: bool) -> bool:
+        """A PD server's part before its tokens (standin_pd.py): the prefill waits for the decode of its bootstrap room,
+        the decode takes the prefill's KV transfer. False when SGLang would abort the request (answered here)."""
+        pd = self.state.pd
+        if pd is None:
+            return True
+        try:
+            if pd.mode == 'prefill':
+                pd.prefill(request.bootstrap)
+            else:
+                pd.decode(request.bootstrap)
+            return True
+        except standin_pd.PDError as exc:
+            error = {'error': {'message': str(exc)}}
+            if headers_sent:
+                # SGLang's stream_results: an error event, then the end of the stream
+                self._chunk(b'data: ' + json.dumps(error).encode('utf-8') + b'\n\n')
+                self._chunk(b'data: [DONE]\n\n')
+                self._chunk(b'')
+            else:
+                self._send(exc.status, error)
+            return False
 
     def _stream(self, request: GenerationRequest, interval: int, ticket: Ticket) -> None:
         """The first token alone, then chunks of ``interval`` tokens (SGLang's --stream-interval), each when paced."""
@@ -700,6 +752,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument('--context-length', type=int, default=None)
     p.add_argument('--enable-metrics', action='store_true')
     p.add_argument('--node-rank', type=int, default=0)
+    p.add_argument('--disaggregation-mode', default='null', choices=list(standin_pd.MODES))
+    p.add_argument('--disaggregation-bootstrap-port', type=int, default=standin_pd.DEFAULT_BOOTSTRAP_PORT)
     p.add_argument('--config', default=None)
     p.add_argument('--stream-interval', type=int, default=None,
                    help='tokens per streamed chunk (SGLang\'s flag); default 1, with --profile %d'
@@ -805,6 +859,8 @@ def run(args, recording, state, entry, outcome, signature, serving):  # pylint: 
         nonlocal server
         if server is None:
             try:
+                if state.pd is not None:
+                    state.pd.start()  # SGLang starts the bootstrap server with its TokenizerManager, before HTTP
                 server = start_http(state)
             except OSError as exc:
                 note('cannot listen on %s:%s: %s' % (args.host, args.port, exc))

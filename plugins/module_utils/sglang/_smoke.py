@@ -29,6 +29,9 @@ ENDPOINTS = {
     'chat_completions': '/v1/chat/completions',
 }
 USER_AGENT = 'llmops.sglang.sglang_smoke'
+# SGLang's FAKE_BOOTSTRAP_HOST (disaggregation/utils.py): a request to a prefill or decode server of a PD deployment that
+# carries it needs no peer (SGLang's own warmup and /health_generate send it); one without bootstrap information fails.
+FAKE_BOOTSTRAP = {'bootstrap_host': '2.2.2.2', 'bootstrap_room': 0}
 RECEIVED_LIMIT = 2048  # bytes of the answer kept for the report
 
 
@@ -44,6 +47,7 @@ class SmokeRequest:
     api_key: Optional[str] = None
     model: Optional[str] = None
     validate_certs: bool = True
+    disaggregation_mode: str = 'null'  # SGLang's --disaggregation-mode: prefill and decode servers get FAKE_BOOTSTRAP
 
     @property
     def path(self):
@@ -51,11 +55,12 @@ class SmokeRequest:
 
     def body(self, model):
         """The JSON body: greedy (temperature 0), a few tokens, streamed."""
+        pd = dict(FAKE_BOOTSTRAP) if self.disaggregation_mode in ('prefill', 'decode') else {}
         if self.endpoint == 'generate':
-            return {'text': self.prompt, 'stream': True,
-                    'sampling_params': {'max_new_tokens': self.max_tokens, 'temperature': 0}}
-        body = {'model': model or 'default', 'max_tokens': self.max_tokens, 'temperature': 0, 'stream': True,
-                'stream_options': {'include_usage': True}}
+            return dict({'text': self.prompt, 'stream': True,
+                         'sampling_params': {'max_new_tokens': self.max_tokens, 'temperature': 0}}, **pd)
+        body = dict({'model': model or 'default', 'max_tokens': self.max_tokens, 'temperature': 0, 'stream': True,
+                     'stream_options': {'include_usage': True}}, **pd)
         if self.endpoint == 'chat_completions':
             body['messages'] = [{'role': 'user', 'content': self.prompt}]
         else:

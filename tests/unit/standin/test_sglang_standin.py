@@ -603,3 +603,86 @@ def _parent(pid):
             return int(handle.read().rsplit(')', 1)[1].split()[1])
     except OSError:
         return None
+
+
+def _pd_metric(p, name):
+    with urllib.request.urlopen(p.base + '/metrics', timeout=2) as r:
+        text = r.read().decode()
+    return [float(line.rsplit(' ', 1)[1]) for line in text.splitlines() if line.startswith(name + ' ')]
+
+
+def _fake_venv(tmp_path, version):
+    info = tmp_path / ('venv-%s' % version) / 'lib' / 'python3.11' / 'site-packages' / ('sglang-%s.dist-info' % version)
+    info.mkdir(parents=True)
+    return str(tmp_path / ('venv-%s' % version))
+
+
+def test_prefill_and_decode_pair_through_the_bootstrap_room_as_a_pd_gateway_sends_them(tmp_path, run):
+    case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready', 'sglang_version': '0.5.9'})
+    bootstrap = free_port()
+    prefill = run(case, '--max-seconds', '0.3', '--tokens-per-second', '50', '--enable-metrics',
+                  '--disaggregation-mode', 'prefill', '--disaggregation-bootstrap-port', str(bootstrap),
+                  env={'SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT': '2'})
+    decode = run(case, '--max-seconds', '0.3', '--tokens-per-second', '50', '--enable-metrics', '--disaggregation-mode', 'decode')
+    other = run(case, '--max-seconds', '0.3', '--tokens-per-second', '50', '--enable-metrics', '--disaggregation-mode', 'decode',
+                '--sglang-venv', _fake_venv(tmp_path, '0.5.10'))
+    for p in (prefill, decode, other):
+        assert poll_until(p, 5, lambda p=p: p.status('/health') == 200) is not None
+    # SGLang's bootstrap server on the prefill: its health, the parallel sizes and the one registered rank
+    boot = 'http://127.0.0.1:%d' % bootstrap
+    with urllib.request.urlopen(boot + '/health', timeout=2) as r:
+        assert r.read() == b'OK'
+    with urllib.request.urlopen(boot + '/route?engine_rank=-1&target_dp_group=-1&target_pp_rank=-1', timeout=2) as r:
+        assert json.loads(r.read())['prefill_dp_size'] == 1
+    with urllib.request.urlopen(boot + '/route?engine_rank=0&target_dp_group=0&target_pp_rank=0', timeout=2) as r:
+        assert json.loads(r.read())['rank_port'] == bootstrap
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(boot + '/route', timeout=2)
+    assert err.value.code == 400
+
+    # the same body to both at once (smg's pd_router); the prefill stays in flight until the decode bootstrapped
+    def pair(target, room, results):
+        body = {'text': 'a b', 'stream': True, 'sampling_params': {'max_new_tokens': 5},
+                'bootstrap_host': '127.0.0.1', 'bootstrap_port': bootstrap, 'bootstrap_room': room}
+        threads = []
+        for name, base in (('prefill', prefill.base), ('decode', target.base)):
+            def go(name=name, base=base):
+                results[name] = _post(base, '/generate', body, timeout=20)
+            threads.append(threading.Thread(target=go, daemon=True))
+        threads[0].start()
+        assert poll_until(prefill, prefill.elapsed() + 5,
+                          lambda: _metric(prefill, 'sglang:num_running_reqs') == 1) is not None
+        time.sleep(0.3)
+        assert 'prefill' not in results  # waiting for its decode
+        threads[1].start()
+        for thread in threads:
+            thread.join(20)
+
+    results = {}
+    pair(decode, 4711, results)
+    events = [json.loads(line[6:]) for line in results['prefill'][2].split('\n\n') if line.startswith('data: {')]
+    assert [e['meta_info']['completion_tokens'] for e in events] == [1]  # max_new_tokens=1 on a prefill server
+    events = [json.loads(line[6:]) for line in results['decode'][2].split('\n\n') if line.startswith('data: {')]
+    assert events[-1]['meta_info']['completion_tokens'] == 5
+    assert (_pd_metric(decode, 'llmops_standin:pd_transfers_total'),
+            _pd_metric(decode, 'llmops_standin:pd_mixed_version_transfers_total')) == ([1.0], [0.0])
+    # a decode of another SGLang release pairs too (SGLang does not notice); the stand-in counts it
+    results = {}
+    pair(other, 4712, results)
+    assert results['decode'][0] == 200
+    assert _pd_metric(other, 'llmops_standin:pd_mixed_version_transfers_total') == [1.0]
+
+    # without a peer: a decode refuses a request without bootstrap info, a prefill gives up after the bootstrap timeout
+    with pytest.raises(urllib.error.HTTPError) as err:
+        _post(decode.base, '/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 2}})
+    assert err.value.code == 400
+    started = time.monotonic()
+    with pytest.raises(urllib.error.HTTPError) as err:
+        _post(prefill.base, '/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 2}, 'bootstrap_host': '127.0.0.1',
+                                          'bootstrap_port': bootstrap, 'bootstrap_room': 9}, timeout=10)
+    assert err.value.code == 500 and 'Prefill bootstrap failed' in err.value.read().decode()
+    assert 1.8 < time.monotonic() - started < 6
+    # SGLang's warmup and /health_generate use the fake bootstrap host: no peer needed
+    assert _post(decode.base, '/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 2},
+                                            'bootstrap_host': '2.2.2.2', 'bootstrap_room': 0})[0] == 200
+    assert _metric(prefill, 'sglang:num_running_reqs') == 0

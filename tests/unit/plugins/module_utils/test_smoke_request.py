@@ -234,3 +234,14 @@ def test_stream_reader_counts_native_and_openai_events():
     assert (openai.text, openai.token_count(), openai.model) == ('Hi there', 3, 'm')
     assert not openai.feed_line('data: not json')
     assert openai.errors == ['not json']
+
+
+def test_a_prefill_or_decode_server_is_smoked_with_sglangs_own_fake_bootstrap_host(standin):
+    decode = standin(READY, '--tokens-per-second', '40', '--disaggregation-mode', 'decode')
+    # without bootstrap information a decode server of a PD deployment does not serve the request
+    plain = run_smoke(SmokeRequest(url=decode.url, max_tokens=2, timeout=10))
+    assert not plain.ok and 'a decode server serves requests with bootstrap_host' in plain.received
+    res = run_smoke(SmokeRequest(url=decode.url, max_tokens=2, timeout=10, disaggregation_mode='decode'))
+    assert res.ok, res.error
+    assert (res.sent['body']['bootstrap_host'], res.sent['body']['bootstrap_room']) == ('2.2.2.2', 0)
+    assert 'bootstrap_host' not in SmokeRequest(url=decode.url).body(None)
