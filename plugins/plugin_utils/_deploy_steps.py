@@ -16,7 +16,9 @@ left them: the task boundary is the barrier between the ranks of a multi-node de
 
 from __future__ import annotations
 
+import base64
 import datetime
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol
@@ -337,10 +339,23 @@ def notice_deployed_over(ctx: Context, holder: Dict[str, Any]) -> None:
     """This run waited for another run's lock: when that run recorded a deployment meanwhile, this one deploys over
     it, and says so (the other run's table said ready for a configuration this run now replaces)."""
     before = (ctx.facts.stamp or {}).get('recorded_at')
-    now = found(ctx.run('llmops.sglang.sglang_deploy_stamp', stamp_args(ctx, 'query'), 'the no-change check', read_only=True))
-    ctx.facts.deployed_over = deployed_over(holder, before, now.get('recorded_at'), datetime.datetime.now(datetime.timezone.utc))
+    # the record alone (not the whole no-change query again: no health probe, no /proc read, no file digests)
+    record = ctx.run('ansible.legacy.slurp', {'src': ctx.plan.paths.stamp}, 'the deployment record', read_only=True, must=False)
+    after = None if record.get('failed') else recorded_at(record.get('content'))
+    ctx.facts.deployed_over = deployed_over(holder, before, after, datetime.datetime.now(datetime.timezone.utc))
     if ctx.facts.deployed_over:
         ctx.host.say(ctx.facts.deployed_over)
+
+
+def recorded_at(content: Optional[str]) -> Optional[str]:
+    """The time of recording of a deployment record read with slurp (base64 JSON); None for none or a damaged one
+    (pure: the record's shape is deploy/_stamp's, whose read() the no-change query uses)."""
+    try:
+        record = json.loads(base64.b64decode(content or '', validate=True))
+    except (ValueError, TypeError):
+        return None
+    value = record.get('recorded_at') if isinstance(record, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def deployed_over(holder: Dict[str, Any], before: Optional[str], after: Optional[str], now: datetime.datetime) -> str:

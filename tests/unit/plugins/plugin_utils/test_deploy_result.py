@@ -6,13 +6,15 @@ the role's steps observed (plugins/plugin_utils/_deploy_result.py), and the row 
 
 from __future__ import annotations
 
+import base64
 import datetime
+import json
 
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import (
     OUTCOMES, Facts, Server, ServiceResult, service_result)
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import deployed_over
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import deployed_over, recorded_at
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import DEPLOY_PARTS, build_row
 
 SERVER = Server('sglang', 'http://127.0.0.1:30000', 0, None)
@@ -137,3 +139,16 @@ def test_the_preflight_and_the_sm120_patch_state_are_in_the_result():
     assert (unchanged['preflight'], unchanged['sm120_patch']) == (None, None)
     # a Facts carried between the steps (to_json, from_json) keeps the patch state
     assert Facts.from_json(Facts(sm120_patch=patch).to_json()).sm120_patch == patch
+
+
+@pytest.mark.parametrize('content, expected', [
+    (base64.b64encode(json.dumps({'format': 3, 'recorded_at': '2026-12-02T08:00:00Z'}).encode()).decode(), '2026-12-02T08:00:00Z'),
+    (base64.b64encode(b'{"format": 3, "recorded_at": 17}').decode(), None),   # the wrong type: not a time
+    (base64.b64encode(b'[1, 2]').decode(), None),                              # not a record
+    (base64.b64encode(b'{"form').decode(), None),                              # cut short by a full disk
+    ('not base64!', None),
+    (None, None),                                                              # no record (slurp failed)
+])
+def test_the_record_read_alone_after_a_wait_gives_its_time_of_recording_or_none(content, expected):
+    """After waiting for another run's lock, the role reads the record alone (slurp), not the whole no-change query."""
+    assert recorded_at(content) == expected
