@@ -24,9 +24,11 @@ attributes:
     platforms: posix
 '''
 
-    # A module run by an action plugin of this collection (wait_for_sglang, sglang_host_lock, sglang_run_report): the
-    # plugin runs on the controller, once per host, without async. Use it after ansible.builtin.action_common_attributes
-    # and ansible.builtin.action_common_attributes.flow; a module adds its own check_mode, diff_mode and idempotent support.
+    # A module run by an action plugin of this collection (wait_for_sglang, sglang_deploy, sglang_run_report, ...): the
+    # plugin runs on the controller, once per host, without async; it supports check mode, shows no diff and is
+    # idempotent. Use it after ansible.builtin.action_common_attributes and ansible.builtin.action_common_attributes.flow.
+    # A module states only what differs or adds details: its own entry of an attribute is merged over this one's
+    # (ansible.utils.plugin_docs.merge_fragment), e.g. ``check_mode: {details: ...}`` or ``platform: {platforms: all}``.
     ACTION = r'''
 attributes:
   action:
@@ -35,10 +37,15 @@ attributes:
     support: none
   bypass_host_loop:
     support: none
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
   idempotent:
     description:
       - When run twice in a row with the same arguments, the second run reports RV(ignore:changed=false)
         and changes nothing on the target.
+    support: full
   platform:
     platforms: posix
 '''

@@ -36,12 +36,7 @@ extends_documentation_fragment:
   - llmops.sglang._attributes.ACTION
 attributes:
   check_mode:
-    support: full
     details: The host is read as in a real run; the install runs M(llmops.sglang.nvidia_driver_match) in check mode.
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
 seealso:
   - module: llmops.sglang.nvidia_driver_match
   - module: llmops.sglang.nvidia_driver_info

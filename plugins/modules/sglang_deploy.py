@@ -33,12 +33,7 @@ extends_documentation_fragment:
   - llmops.sglang._attributes.ACTION
 attributes:
   check_mode:
-    support: full
     details: In check mode the result says what a real run would do (RV(outcome) V(would deploy) or V(would restart)).
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
 seealso:
   - module: llmops.sglang.sglang_run_report
 author:

@@ -34,12 +34,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.flow
   - llmops.sglang._attributes.ACTION
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   idempotent:
-    support: full
     details: Reads the inventory only.
   platform:
     platforms: all

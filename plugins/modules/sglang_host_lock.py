@@ -88,10 +88,7 @@ extends_documentation_fragment:
   - llmops.sglang._attributes.ACTION
 attributes:
   check_mode:
-    support: full
     details: Reports whether the lock would be taken or released and writes nothing; it never waits.
-  diff_mode:
-    support: none
   idempotent:
     support: partial
     details: Releasing twice, or renewing one's own lock, changes nothing; every O(state=present) without O(token) takes a new lock.

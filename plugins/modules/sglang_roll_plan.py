@@ -58,12 +58,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.flow
   - llmops.sglang._attributes.ACTION
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   idempotent:
-    support: full
     details: Plans only.
   platform:
     platforms: all

@@ -79,10 +79,7 @@ attributes:
   check_mode:
     support: none
     details: A step of a rolling change.
-  diff_mode:
-    support: none
   idempotent:
-    support: full
     details: Workers already in rotation are left there; a second call proves them again.
   platform:
     platforms: posix

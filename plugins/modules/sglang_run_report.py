@@ -56,12 +56,8 @@ extends_documentation_fragment:
   - llmops.sglang._attributes.ACTION
 attributes:
   check_mode:
-    support: full
     details: Reads registered results only; the same in check mode.
-  diff_mode:
-    support: none
   idempotent:
-    support: full
     details: Never changes anything.
   platform:
     platforms: all

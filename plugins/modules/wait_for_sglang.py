@@ -198,13 +198,9 @@ extends_documentation_fragment:
   - llmops.sglang._attributes.ACTION
 attributes:
   check_mode:
-    support: full
     details: One probe round, no waiting; reports RV(status) (V(starting) when nothing is decided yet) and never fails
       because the server is not ready.
-  diff_mode:
-    support: none
   idempotent:
-    support: full
     details: Only reads; never changes the target.
 notes:
   - Record the log file's size (M(ansible.builtin.stat)) before restarting the server and pass it as O(log_offset) when
