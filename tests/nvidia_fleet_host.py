@@ -37,7 +37,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 FLEET = os.path.join(REPO, 'tests', 'infra', 'fleet.sh')
 CORPUS = os.path.join(REPO, 'tests', 'fixtures', 'nvidia')
-COLLECTIONS = os.environ.get('LLMOPS_COLLECTIONS_PATH', '/tmp/coll')
+
+
+def collections_root():
+    """Where ansible finds this collection: LLMOPS_COLLECTIONS_PATH, else the root of the ansible_collections tree the
+    checkout sits in (tests/run-all.sh runs a copy at <root>/ansible_collections/llmops/sglang), else /tmp/coll."""
+    if os.environ.get('LLMOPS_COLLECTIONS_PATH'):
+        return os.environ['LLMOPS_COLLECTIONS_PATH']
+    parts = REPO.split(os.sep)
+    if parts[-3:] == ['ansible_collections', 'llmops', 'sglang']:
+        return os.sep.join(parts[:-3])
+    return '/tmp/coll'
+
+
+COLLECTIONS = collections_root()
 ANSIBLE_PLAYBOOK = os.environ.get('ANSIBLE_PLAYBOOK', os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'))
 HUB, HUB_ADDR = 'llmops-hub', '10.213.0.1'
 # The kernel the test hosts run (a systemd-nspawn host shares the controller's kernel): module files go under

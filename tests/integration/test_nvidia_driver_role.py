@@ -31,7 +31,10 @@ import textwrap
 
 import pytest
 
-COLLECTIONS = os.environ.get('LLMOPS_COLLECTIONS_PATH', '/tmp/coll')
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nvidia_fleet_host as fh  # noqa: E402  pylint: disable=wrong-import-position
+
+COLLECTIONS = fh.COLLECTIONS
 ANSIBLE_PLAYBOOK = os.environ.get('ANSIBLE_PLAYBOOK', os.path.join(os.path.dirname(sys.executable), 'ansible-playbook'))
 TARGET_PYTHON = os.environ.get('LLMOPS_TARGET_PYTHON', '/usr/bin/python3')
 
