@@ -64,7 +64,8 @@ RECAP_RE = re.compile(
     r"failed=(?P<failed>\d+)\s+skipped=(?P<skipped>\d+)\s+rescued=(?P<rescued>\d+)\s+ignored=(?P<ignored>\d+)",
     re.MULTILINE,
 )
-WAIT_RE = re.compile(r"([A-Za-z0-9-]+): ready after ([0-9.]+)s of waiting")
+# the wait's progress line "<host>: ready (<s>s)" (the "ready after <s>s of waiting" detail line is printed with -v only)
+WAIT_RE = re.compile(r"^([A-Za-z0-9-]+): ready (?:\(([0-9.]+)s\)|after ([0-9.]+)s of waiting)", re.MULTILINE)
 UNCHANGED_RE = re.compile(r"([A-Za-z0-9-]+): unchanged since ")
 PING_RE = re.compile(r"^(\S+) \| SUCCESS", re.MULTILINE)
 
@@ -440,7 +441,7 @@ def bench_size(n: int, args: argparse.Namespace, work: Path, env: dict[str, str]
         unchanged = [h for h, c in res.first_changed.items() if c == 0]
         if unchanged:
             raise BenchError(f"N={n} first run: changed=0 on fresh host(s) {unchanged}: nothing was installed?")
-        waits = {h: float(s) for h, s in WAIT_RE.findall(first.out)}
+        waits = {h: float(a or b) for h, a, b in WAIT_RE.findall(first.out)}
         if sorted(waits) != sorted(names):
             raise BenchError(f"N={n} first run: readiness summary missing for {sorted(set(names) - set(waits))}")
         res.wait_max = max(waits.values())
