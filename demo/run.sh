@@ -14,6 +14,10 @@
 #   bash demo/run.sh fleet    # the real SGLang model gateway (smg from PyPI) on a fourth host in front of the three,
 #                             # load through it, a change rolled across the workers with llmops.sglang.roll (drained,
 #                             # changed, proven back in rotation), and the count of failed requests at the end
+#   bash demo/run.sh guard    # the runtime guard (docs/guard.md) beside the server on the first host: a hang with
+#                             # /health green restarted once, a crash loop stopped, an Xid of its GPU stopping it and
+#                             # refusing the next deploy with NVIDIA's meaning, a stop during load within its bound;
+#                             # one line per event, the guard's summary at the end
 #
 # The screen shows one line per phase with its time, and the playbooks' output through the collection's stdout
 # callback llmops.sglang.brief; everything (the set-up's output, and each playbook as ansible.builtin.default prints
@@ -28,8 +32,8 @@ set -euo pipefail
 
 scenario=${1:-ready}
 case "$scenario" in
-  ready | crash | tune | fleet) ;;
-  *) echo "demo/run.sh: unknown mode '$scenario'; usage: $0 [ready|crash|tune|fleet]" >&2; exit 2 ;;
+  ready | crash | tune | fleet | guard) ;;
+  *) echo "demo/run.sh: unknown mode '$scenario'; usage: $0 [ready|crash|tune|fleet|guard]" >&2; exit 2 ;;
 esac
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,8 +47,8 @@ if [ "${#nodes[@]}" -eq 0 ]; then
   echo "demo/run.sh: LLMOPS_DEMO_NODES names no host; give one name per host, e.g. LLMOPS_DEMO_NODES=\"a b c\"" >&2
   exit 2
 fi
-# the tune demo runs on the first host alone; the fleet demo adds the gateway's host
-[ "$scenario" = tune ] && nodes=("${nodes[0]}")
+# the tune and guard demos run on the first host alone; the fleet demo adds the gateway's host
+[ "$scenario" = tune ] || [ "$scenario" = guard ] && nodes=("${nodes[0]}")
 workers=("${nodes[@]}")
 gateway=${LLMOPS_DEMO_GATEWAY:-gateway1}
 [ "$scenario" = fleet ] && nodes+=("$gateway")
@@ -215,6 +219,29 @@ fi
 if [ "$scenario" = tune ]; then
   playbook tune "ansible-playbook llmops.sglang.tune (variants: demo/tune-variants.yml)" llmops.sglang.tune \
     -e llmops_demo=tune -e @"$repo/demo/tune-variants.yml" || rc=$?
+  exit "$rc"
+fi
+
+if [ "$scenario" = guard ]; then
+  # shellcheck disable=SC2317  # runs through phase
+  guard_host() {
+    ansible-playbook "$repo/demo/guard-host.yml" -i "$inventory" -i "$repo/demo/inventory.yml" -e llmops_demo=guard
+  }
+  phase "Giving ${nodes[0]} recorded GPUs (8x H100, an Xid 119 of GPU 4) and the kernel log's stand-in" guard_host
+  playbook deploy "ansible-playbook llmops.sglang.deploy (guard): the server, and the runtime guard beside it" \
+    llmops.sglang.deploy -e llmops_demo=guard || exit $?
+  playbook faults "ansible-playbook demo/guard.yml: a hang, a crash loop, a stop while loading, an Xid; one line each" \
+    "$repo/demo/guard.yml" -e llmops_demo=guard || exit $?
+  refused=0
+  playbook "deploy after the Xid" "ansible-playbook llmops.sglang.deploy again: the pre-flight reads the Xid since boot" \
+    llmops.sglang.deploy -e llmops_demo=guard || refused=$?
+  if [ "$refused" -eq 0 ]; then
+    echo "(the deploy after the Xid started the server: its pre-flight should have refused the start)"
+    exit 1
+  fi
+  echo "(expected: the start was refused, the server was not touched)"
+  playbook summary "ansible-playbook demo/guard.yml --tags summary: what the guard did in all" \
+    "$repo/demo/guard.yml" -e llmops_demo=guard --tags summary || rc=$?
   exit "$rc"
 fi
 

@@ -1,8 +1,8 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""README's demo, as a newcomer runs it: `bash demo/run.sh`, `bash demo/run.sh crash` and `bash demo/run.sh tune`,
-each run once, on the controller Python a stock Debian 12 has: /usr/bin/python3.11 (ansible-core 2.19, through
+"""README's demo, as a newcomer runs it: `bash demo/run.sh`, `bash demo/run.sh crash`, `bash demo/run.sh tune` and
+`bash demo/run.sh guard`, each run once, on the controller Python a stock Debian 12 has: /usr/bin/python3.11 (ansible-core 2.19, through
 tests/infra/controller-venv.sh), when this machine has it. The three tests boot their own hosts (different names)
 and can run at once (the demo does its set-up one run at a time).
 
@@ -19,6 +19,9 @@ Each holds, from that one run:
 - the crash mode: every host crashed with the root cause of its recording, exit code 2;
 - the tune mode on hosts not named node1: the variants rolled back as the seeds were, exit code 0; with
   LLMOPS_DEMO_KEEP=1, the commands it prints reach the kept host and stop it;
+- the guard mode: one line per event (a hang decided within two intervals and restarted once, a crash loop stopped, the
+  Xid of the server's GPU stopping it), a stop while loading within its bound, the deploy after the Xid refused with
+  NVIDIA's meaning of it, the guard's summary; exit code 0, at most GUARD_BUDGET lines;
 - nothing of the demo's hosts is left behind (network namespaces; the hub goes with the last host).
 
 Run:  python -m pytest tests/integration/test_demo.py   (root; PyPI and the Debian archive reachable)
@@ -36,7 +39,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DEBIAN_PYTHON = '/usr/bin/python3.11'
-NODES = {'ready': ['demo1', 'demo2', 'demo3'], 'crash': ['demo4', 'demo5', 'demo6'], 'tune': ['demo7']}
+NODES = {'ready': ['demo1', 'demo2', 'demo3'], 'crash': ['demo4', 'demo5', 'demo6'], 'tune': ['demo7'], 'guard': ['demo8']}
 README_NODES = ['node1', 'node2', 'node3']
 FLEET_DIR = os.environ.get('LLMOPS_FLEET_DIR', '/var/tmp/llmops-fleet')
 FINISHED = re.compile(r'^== (.+) finished in ([0-9.]+) s with exit code (\d+)$')
@@ -289,3 +292,48 @@ def test_demo_tune_rolls_back_without_failure_blocks():
     finally:
         subprocess.run(['bash', str(REPO / 'tests' / 'infra' / 'fleet.sh'), 'down'] + NODES['tune'], capture_output=True,
                        timeout=300, check=False)
+
+
+# The guard mode's screen (measured: 55 lines with the set-up, 2026-12-02)
+GUARD_BUDGET = 60
+# a guard event's line: "<host>: <time> <kind> -> <action>: <reason>; <outcome>"
+EVENT = re.compile(r'^demo8: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ (hung|crash_loop|gpu_fault) -> (restart|stop): (.*)$')
+
+
+def test_demo_guard_one_line_per_event():
+    rc, lines = run_demo('guard')
+    out = '\n'.join(lines)
+    assert rc == 0, out[-6000:]
+    assert len(lines) <= GUARD_BUDGET, '%d lines, budget %d:\n%s' % (len(lines), GUARD_BUDGET, out)
+    runs = playbooks(lines)
+    assert list(runs) == ['deploy', 'faults', 'deploy after the Xid', 'summary'], list(runs)
+    events = [EVENT.match(line) for line in runs['faults']]
+    events = [(m.group(1), m.group(2), m.group(3)) for m in events if m]
+    assert [(kind, action) for kind, action, _text in events] == [('hung', 'restart'), ('crash_loop', 'stop'), ('gpu_fault', 'stop')], out
+    hung, loop, fault = (text for _kind, _action, text in events)
+    decided = re.search(r'^generation failed while GET /health answered 200, 2 rounds in a row; restarted in [0-9.]+s, ready after '
+                        r'[0-9.]+s, a generation request answered \[decided ([0-9.]+) s after the first hung request\]$', hung)
+    assert decided and float(decided.group(1)) <= 2 * 5 + 4, hung
+    assert re.search(r'^systemd (restarted it \d+ times within 600s|gave up restarting it).*held stopped; no process of the server '
+                     r'holds its GPUs$', loop), loop
+    assert fault.startswith('GPU 0000:9b:00: Xid 119 (GSP RPC Timeout; NVIDIA: RESET_GPU) x5; stopped in '), fault
+    stop = [line for line in runs['faults'] if line.startswith('demo8: stop while loading')]
+    ended = re.search(r'ended in ([0-9.]+) s, TimeoutStopUSec=8s then SIGKILL to the whole cgroup; no process holds the GPU$', stop[0])
+    assert len(stop) == 1 and ended and 7.5 <= float(ended.group(1)) <= 10, stop
+    # the deploy after the Xid: refused by the pre-flight with the GPU and the Xid (its table cell ends there; the summary
+    # says NVIDIA's meaning), nothing started
+    refused = ' '.join(runs['deploy after the Xid'])
+    assert re.search(r'pre-flight for sglang.service failed \(gpu_health\), nothing was started: gpu_health: GPU 4 '
+                     r'\(0000:9b:00, GPU-[0-9a-f-]+\) has Xid 119', refused), refused
+    assert runs['deploy after the Xid'][-1].endswith('exit code 2'), runs['deploy after the Xid'][-1]
+    summary = [line for line in runs['summary'] if line.startswith('demo8: guard summary: ')]
+    refusal = [line for line in runs['summary'] if line.startswith('demo8: the next start is refused: ')]
+    assert len(refusal) == 1 and 'Xid 119 (GSP RPC Timeout; NVIDIA: RESET_GPU)' in refusal[0] \
+        and 'needs a reset or the host a reboot' in refusal[0], refusal
+    assert len(summary) == 1 and re.search(r'events hung 1, crash_loop 1, gpu_fault 1; holding it stopped; actions restart, stop, '
+                                           r'stop; sglang.service stopped, held: gpu_fault: GPU 0000:9b:00: Xid 119 ',
+                                           summary[0]), summary
+    assert_no_failure_block(lines)
+    assert_the_run_is_logged(lines, 'guard')
+    assert_readme_says_what_the_demo_prints('guard', lines)
+    assert_nothing_left_behind(NODES['guard'])

@@ -41,10 +41,11 @@ def commands(block):
 def test_try_it_has_the_two_set_up_commands_and_the_demo_modes_beside_them():
     blocks = code_blocks(section('Try it (two commands)'), 'bash')
     assert commands(blocks[0]) == ['bash demo/run.sh', 'bash tests/run-all.sh']
-    assert commands(blocks[1]) == ['bash demo/run.sh crash', 'bash demo/run.sh tune', 'bash demo/run.sh fleet']
+    assert commands(blocks[1]) == ['bash demo/run.sh crash', 'bash demo/run.sh tune', 'bash demo/run.sh fleet',
+                                   'bash demo/run.sh guard']
     # the demo's own usage names the same modes
     usage = re.search(r'usage: \$0 \[([a-z|]+)\]', (ROOT / 'demo' / 'run.sh').read_text()).group(1)
-    assert usage.split('|') == ['ready', 'crash', 'tune', 'fleet']
+    assert usage.split('|') == ['ready', 'crash', 'tune', 'fleet', 'guard']
 
 
 def test_install_commands_name_the_checkout_and_the_version_galaxy_yml_builds():
