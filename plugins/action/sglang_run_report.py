@@ -14,7 +14,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import columns_for, render
+from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import columns_for, prints_now, render
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import KINDS, build_rows
 
 display = Display()
@@ -110,7 +110,7 @@ class ActionModule(ActionBase):
         data = [r.to_json() for r in rows]
         batch = list(task_vars.get('ansible_play_batch') or hosts)
         # With serial batches: print once, after the last batch or after a batch that failed (the play stops there).
-        final = not hosts or hosts[-1] in batch or any(not r.ok for r in rows if r.host in batch)
+        final = prints_now(hosts, reached, batch, rows)
         if final:
             display.display('\n'.join([summary_line(args['kind'], rows, bool(self._task.check_mode)), '']
                                       + render(rows, columns_for(parts, rows))))

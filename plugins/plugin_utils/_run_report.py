@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ansible_collections.llmops.sglang.plugins.plugin_utils._screen import first_line
+
 # Statuses of a row that are fine: "ready" = serving after this run (changed or not; "unchanged" is a kind, not a
 # status), "dry run" = a check-mode deploy, which changes nothing and starts nothing.
 OK_STATUSES = ('ready', 'dry run')
@@ -110,9 +112,17 @@ BASE_COLUMNS = (
 
 
 def one_line(text: Any, limit: int = REASON_CHARS) -> str:
-    """The first line of a message, bounded, for the REASON cell (the whole message stays in the returned data)."""
-    line = _text(text).strip().splitlines()[0] if _text(text).strip() else ''
-    return line if len(line) <= limit else line[:limit - 3].rstrip() + '...'
+    """The first line of a message, bounded, for the REASON cell (the whole message stays in the returned data); a
+    first line that ends with a colon gets the lines after it (``_screen.first_line``)."""
+    return first_line(text, limit)
+
+
+def prints_now(hosts: List[str], reached: List[str], batch: List[str], rows: List[HostRow]) -> bool:
+    """Whether the report task running for ``batch`` prints the table: once per play, after the batch that holds the
+    last host still in the play (a host lost earlier, unreachable or failed, is no longer in the batch or the play and
+    must not stop the print), or after a batch in which a host failed (the play may stop there)."""
+    live = [host for host in hosts if host in reached] or hosts
+    return not hosts or live[-1] in batch or any(not row.ok for row in rows if row.host in batch)
 
 
 def first_sentence(text: Any, limit: int = REASON_CHARS) -> str:

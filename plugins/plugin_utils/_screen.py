@@ -20,12 +20,15 @@ MESSAGE_CHARS = 240
 
 
 def first_line(text: Any, limit: int = MESSAGE_CHARS) -> str:
-    """The first non-empty line of a message, bounded."""
-    for line in ('%s' % ('' if text is None else text)).splitlines():
-        line = line.strip()
-        if line:
-            return line if len(line) <= limit else line[:limit - 3].rstrip() + '...'
-    return ''
+    """The first non-empty line of a message, bounded.
+
+    A first line that ends with a colon only announces what follows (ansible-core's ``Validation of arguments failed:``
+    with one error per line after it): the lines after it are joined to it with '; ', so the line says what failed."""
+    lines = [line.strip() for line in ('%s' % ('' if text is None else text)).splitlines() if line.strip()]
+    line = lines[0] if lines else ''
+    if line.endswith(':') and len(lines) > 1:
+        line = '%s %s' % (line, '; '.join(lines[1:]))
+    return line if len(line) <= limit else line[:limit - 3].rstrip() + '...'
 
 
 def debug_lines(host: str, result: Dict[str, Any]) -> List[str]:

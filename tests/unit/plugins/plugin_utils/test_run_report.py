@@ -13,6 +13,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import (
     HostRow,
     Part,
     columns_for,
+    prints_now,
     render,
 )
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_rows import DEPLOY_PARTS, build_row, build_rows
@@ -77,6 +78,35 @@ def test_rows_from_what_the_deploy_registered():
     # JSON round trip keeps the row
     assert HostRow.from_json(rows['node1']).to_json() == rows['node1']
     assert HostRow.from_json(rows['node5']).to_json() == rows['node5']
+
+
+def test_a_variable_of_the_role_with_a_bad_value_says_which_and_why_in_its_row():
+    # seen: `-e sglang_service_sm120_patch=yes` gave the REASON "Validation of arguments failed:" and nothing else
+    facts = {'node1': {'sglang_run_failure': {
+        'task': "Validating arguments against arg spec 'main' - Run SGLang as a systemd service and wait until it serves",
+        'msg': 'Validation of arguments failed:\nvalue of sglang_service_sm120_patch must be one of: , present, absent, '
+               'got: yes'}}}
+    row = build_rows(['node1'], facts, DEPLOY_PARTS, reached=['node1'])[0]
+    assert (row.status, row.stage) == ('failed', 'before start')
+    assert row.reason == ('Validation of arguments failed: value of sglang_service_sm120_patch must be one of: , '
+                          'present, absent, got: yes')
+
+
+def test_the_table_prints_after_the_last_host_still_in_the_play():
+    ok_rows = [HostRow(host=h, status='ready') for h in ('nb1', 'nb2', 'nb3', 'nb4')]
+    # the check playbook (no rescue) with its last host unreachable: the report runs on the others and must print
+    # (it printed nothing: the last host of the play was not in the batch)
+    lost = [ok_rows[0], HostRow(host='nb2', status='unreachable')]
+    assert prints_now(['nb1', 'nb2'], reached=['nb1'], batch=['nb1'], rows=lost)
+    # serial batches: not before the batch of the last host, then once
+    hosts = ['nb1', 'nb2', 'nb3', 'nb4']
+    assert not prints_now(hosts, reached=hosts, batch=['nb1', 'nb2'], rows=ok_rows)
+    assert prints_now(hosts, reached=hosts, batch=['nb3', 'nb4'], rows=ok_rows)
+    # the last batch's last host lost: its batch still prints
+    assert prints_now(hosts, reached=hosts[:3], batch=['nb3'], rows=ok_rows[:3] + [HostRow(host='nb4', status='unreachable')])
+    # a batch with a failed host prints (the play may stop there)
+    failed = [HostRow(host='nb1', status='crashed')] + ok_rows[1:]
+    assert prints_now(hosts, reached=hosts, batch=['nb1', 'nb2'], rows=failed)
 
 
 def test_table_is_one_line_per_host_with_what_the_run_did():

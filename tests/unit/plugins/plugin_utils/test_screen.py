@@ -39,6 +39,18 @@ def test_first_line_is_bounded_and_skips_blank_lines():
     assert first_line(None) == ''
 
 
+def test_a_first_line_that_ends_with_a_colon_gets_the_lines_after_it():
+    # ansible-core's argument validation: the first line alone said only "Validation of arguments failed:"
+    msg = ('Validation of arguments failed:\nvalue of sglang_service_sm120_patch must be one of: , present, absent, '
+           'got: yes\nvalue of sglang_service_port must be an int\n')
+    assert first_line(msg) == ('Validation of arguments failed: value of sglang_service_sm120_patch must be one of: , '
+                               'present, absent, got: yes; value of sglang_service_port must be an int')
+    # a first line that says something keeps the rest out
+    assert first_line('crashed at stage start: cuda_oom\nTraceback (most recent call last):') == \
+        'crashed at stage start: cuda_oom'
+    assert first_line('nothing follows:') == 'nothing follows:'
+
+
 @pytest.mark.parametrize('result, msg', [
     ({'msg': 'not serving; its row in the table above says why'}, 'not serving; its row in the table above says why'),
     ({'stderr': 'permission denied\nmore', 'rc': 1}, 'permission denied'),
