@@ -106,7 +106,9 @@ class Context:
         if counts and res.get('changed') and not res.get('failed'):
             self.changed = True
         self.warnings.extend(res.get('warnings') or [])
-        if res.get('diff') and not secret:
+        # a diff only of what changed, as ansible.builtin.default shows them (the file module's touch of an unchanged
+        # log file returns a diff 'state: file -> touch' on every run)
+        if res.get('diff') and res.get('changed') and not secret:
             self.diffs.extend(res['diff'] if isinstance(res['diff'], list) else [res['diff']])
 
 

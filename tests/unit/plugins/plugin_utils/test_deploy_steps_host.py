@@ -53,6 +53,18 @@ def test_a_plain_warning_of_an_older_module_result_stays_its_text():
     assert ctx.warnings == ['flashinfer-python was not found beside SGLang']
 
 
+def test_only_a_change_brings_its_diff_to_the_screen():
+    # seen with --check --diff: every full deploy showed the log file's touch ("state": "file" -> "touch") unchanged
+    touch = {'before': {'path': '/var/log/sglang/sglang.log', 'state': 'file'},
+             'after': {'path': '/var/log/sglang/sglang.log', 'state': 'touch'}}
+    unit = {'before_header': '/etc/systemd/system/sglang.service', 'before': 'a\n', 'after': 'b\n'}
+    ctx = context(ModuleHost({'changed': False, 'diff': touch}))
+    ctx.run('ansible.legacy.file', {'state': 'touch'}, 'log file')
+    ctx.host = ModuleHost({'changed': True, 'diff': [unit]})
+    ctx.run('llmops.sglang.sglang_config_file', {}, 'unit file')
+    assert ctx.diffs == [unit]
+
+
 @pytest.mark.parametrize('verbosity, expected', [(0, ['node1: restarting sglang.service: unit file']),
                                                  (1, ['node1: restarting sglang.service: unit file',
                                                       'node1: pre-flight ok: gpus ok'])])
