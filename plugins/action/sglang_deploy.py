@@ -21,7 +21,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.hashing import checksum
 
 # The action plugins the steps run (ActionHost.action), imported here: ansible-playbook imports this plugin once in its
-# own process (the linear strategy looks at its class), and every task's worker is a fork of that process, so no worker
+# own process (the strategy looks at its class), and every task's worker is a fork of that process, so no worker
 # imports them again (the wait's log classifier alone compiles about 130 regular expressions: 0.1 s per host and run).
 from ansible_collections.llmops.sglang.plugins.action import sglang_host_lock, wait_for_sglang  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_guard as guard

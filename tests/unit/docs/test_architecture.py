@@ -33,7 +33,7 @@ def test_every_module_utils_file_is_on_the_map(path):
     assert named(rel, rel[:-3]), rel
 
 
-@pytest.mark.parametrize('folder', ['modules', 'action', 'plugin_utils', 'lookup', 'callback', 'strategy'])
+@pytest.mark.parametrize('folder', ['modules', 'action', 'plugin_utils', 'lookup', 'callback'])
 def test_every_module_and_controller_plugin_is_on_the_map(folder):
     missing = [p.name for p in sources(folder) if not named(p.stem, p.name)]
     assert missing == []
