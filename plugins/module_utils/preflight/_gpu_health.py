@@ -52,6 +52,12 @@ def this_boot(text):
     return text[text.rfind('\n', 0, last.start()) + 1:] if last is not None else (text or '')
 
 
+def whole_lines(text):
+    """``text`` without an unterminated last line: a syslog daemon may be writing it while it is read, and its start
+    alone can parse as another Xid ('... Xid (PCI:0000:9b:00): 11' of a 119 line). It is read whole next time."""
+    return text[:text.rfind('\n') + 1]
+
+
 def read_kernel_log(run, which, path=None):
     """(NVIDIA lines of this boot's kernel log, where they came from). ``path``: a kernel log file (rsyslog's
     ``/var/log/kern.log``, or a test's stand-in); else ``journalctl -k -b 0``, else ``dmesg``; (None, None) when none
@@ -59,7 +65,7 @@ def read_kernel_log(run, which, path=None):
     if path:
         try:
             with open(path, encoding='utf-8', errors='replace') as handle:
-                text = this_boot(handle.read())
+                text = this_boot(whole_lines(handle.read()))
         except OSError:
             return None, None
         return _nvidia_lines(text), path

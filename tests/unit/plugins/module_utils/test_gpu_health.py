@@ -189,3 +189,19 @@ def test_a_kernel_log_file_is_read_from_its_last_boot(tmp_path):
     log, source = gh.read_kernel_log(None, None, str(path))
     assert source == str(path)
     assert [(e.code, e.pci) for e in xid.parse(log)] == [(13, '0000:19:00')]
+
+
+def test_a_kernel_log_line_still_being_written_is_read_only_once_whole(tmp_path):
+    """rsyslog appends a line in more than one write. Its start alone parses as an Xid with its message cut: a guard
+    round would report it so and remember that half as seen, so the whole line is new again at the next round (one
+    fault, two events). Read whole lines only: the fault counts once, with its message."""
+    path = tmp_path / 'kern.log'
+    line = 'Dec 2 14:01:09 h kernel: NVRM: Xid (PCI:0000:9b:00): 119, pid=1797, name=python3, Timeout waiting for RPC\n'
+    cut = line.index('name=py')
+    path.write_text(line[:cut])
+    first, dummy = gh.read_kernel_log(None, None, str(path))
+    assert xid.parse(first) == []
+    with open(path, 'a', encoding='utf-8') as handle:
+        handle.write(line[cut:])
+    second, dummy = gh.read_kernel_log(None, None, str(path))
+    assert [(e.code, e.pci, e.line.endswith('Timeout waiting for RPC')) for e in xid.parse(second)] == [(119, '0000:9b:00', True)]
