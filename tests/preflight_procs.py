@@ -58,12 +58,14 @@ class Spawner:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        # Reap the ones that are our children (not detached).
+        # Reap the ones that are our children (not detached), and wait until every one has died: a SIGKILLed process
+        # is still in the test's cgroup until it has exited, and on a loaded machine that can take a while after kill()
+        # returns (tests/conftest.py then named it as left running: "25058: " in CI, its command line already gone).
         for pid in self.pids:
             try:
-                os.waitpid(pid, os.WNOHANG)
+                os.waitpid(pid, 0)
             except ChildProcessError:
-                pass
+                wait_gone(pid)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
