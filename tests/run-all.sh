@@ -43,6 +43,9 @@ export LLMOPS_FLEET_DIR=${LLMOPS_FLEET_DIR:-$CI_DIR/fleet}
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8 LANG=C.UTF-8 PIP_DISABLE_PIP_VERSION_CHECK=1
 export ANSIBLE_LINT_SKIP_VERSION_CHECK=1 ANSIBLE_FORCE_COLOR=0 PY_COLORS=0 NO_COLOR=1
 T_START=$(date +%s.%N)
+# the machine's CPU time so far (busy, all): the summary says how much of the run's CPU the machine was busy
+cpu_ticks() { awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
+read -r CPU_BUSY0 CPU_ALL0 < <(cpu_ticks)
 
 declare -a STEP_NAMES=() STEP_RESULTS=() STEP_TIMES=()
 mkdir -p "$CI_DIR"
@@ -499,8 +502,10 @@ for i in "${!STEP_NAMES[@]}"; do
         *) n_fail=$((n_fail + 1)) ;;
     esac
 done
+read -r CPU_BUSY1 CPU_ALL1 < <(cpu_ticks)
 printf '%-28s %-14s %8s %8s  %s\n' total "" "$(elapsed "$T_START")" "$(awk -v u="$CPU_TOTAL" 'BEGIN{printf "%.1f", u / 1e6}')" \
-    "CPU of the steps with a cgroup; $(nproc) cores"
+    "$(awk -v b=$((CPU_BUSY1 - CPU_BUSY0)) -v a=$((CPU_ALL1 - CPU_ALL0)) -v hz="$(getconf CLK_TCK)" -v n="$(nproc)" \
+        'BEGIN{printf "CPU-S: the steps on the controller side; the machine was busy %.0f CPU-s of %.0f (%.0f %%, %d cores; the test hosts count there)", b / hz, a / hz, a ? 100 * b / a : 0, n}')"
 echo "steps: $n_pass passed, $n_fail failed, $n_skip skipped"
 exit "$FAILED"
 }
