@@ -10,13 +10,12 @@
 #
 # It installs the system packages it needs, creates its venvs under ${LLMOPS_CI_DIR:-/var/tmp/llmops-ci}
 # (ansible-core 2.21 on Python 3.12 = main line; ansible-core 2.20 on Python 3.12 = paramiko line),
-# copies the checkout to $LLMOPS_CI_DIR/src/ansible_collections/llmops/sglang, fills the SGLang wheel cache and runs
-# three lanes at the same time, each lane's steps one after the other:
-#   static: ansible-test sanity (3.12, all tests; then compile/import on every other module Python found),
-#     ansible-test units, ansible-lint, antsibull-docs lint-collection-docs (on a copy of their own), then README's
-#     demo in a fresh stock Debian 12 chroot (tests/infra/stock-debian.sh, when time allows);
-#   molecule: molecule test of every scenario (OpenSSH, two at a time), then -s default over paramiko (ansible-core 2.20);
-#   pytest: tests/integration (tests/system too if present); its summary is printed last, before the run's table.
+# copies the checkout to $LLMOPS_CI_DIR/src/ansible_collections/llmops/sglang and runs, in order:
+#   ansible-test sanity (3.12, all tests; then compile/import on every other module Python found),
+#   ansible-test units, ansible-lint, antsibull-docs lint-collection-docs, molecule test --all
+#   (OpenSSH), molecule test -s default over paramiko (ansible-core 2.20), README's demo in a fresh stock
+#   Debian 12 chroot (tests/infra/stock-debian.sh, when time allows), and LAST pytest over
+#   tests/unit tests/integration (tests/system too if present), so pytest's summary is the last line.
 # Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
 # On exit every test host, namespace, cgroup and process it started is removed (fleet.sh down --all).
 #
@@ -261,13 +260,6 @@ mkdir -p "$COLL"
 # ansible-test lists a collection's files with git when it is a git work tree
 (cd "$COLL" && git init -q && git add -A) || setup_fail "git init in $COLL"
 echo "$(cd "$COLL" && git ls-files | wc -l) files"
-# The static steps (sanity, units, lints) read a copy of their own: they run while molecule and pytest run in $COLL, and
-# what those write there (caches, a test's files) must not become a file sanity or ansible-lint reads.
-STATIC_ROOT=$CI_DIR/src-static
-STATIC_COLL=$STATIC_ROOT/ansible_collections/llmops/sglang
-rm -rf "$STATIC_ROOT"
-mkdir -p "${STATIC_COLL%/*}"
-cp -a "$COLL" "$STATIC_COLL" || setup_fail "copying $COLL to $STATIC_COLL"
 
 # ansible-test's pip bootstrap script, under the name the installed ansible-test asks for
 pip_pin=$(grep -oE "pip='[0-9.]+'" "$("$VENV/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py" | head -n 1 | cut -d"'" -f2)
@@ -422,38 +414,28 @@ pytest_plain() {
         "${PYTEST_DIRS[@]}"
 }
 
-# the units and the integration tier read the SGLang releases from this cache (HOME/.cache/llmops-sglang): filled first,
-# so the lanes never download the same wheel at once
+run_step sanity ansible-test sanity --venv --python "$PYV"
+if ((${#OTHER_PYTHONS[@]})); then
+    run_step "sanity-py$(IFS=,; echo "${OTHER_PYTHONS[*]}")" sanity_other_pythons
+fi
+# the units run offline: the SGLang releases they read come from this cache (HOME/.cache/llmops-sglang)
 run_step wheels "$VENV/bin/python" tests/sglang_wheels.py
-# Three lanes at once. The static steps (sanity, units, lints: CPU-bound, about 7 min) no longer hold back the host-bound
-# ones (molecule's scenarios, pytest's integration tier: they mostly wait on test hosts and servers), which start as
-# soon as the test-host root file system is there. Time: about the longest lane, not the sum.
+run_step units ansible-test units --venv --python "$PYV"
+run_step ansible-lint ansible-lint
+run_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .
+wait_rootfs
+# The host-bound steps run in two lanes at once (they mostly wait on test hosts): molecule's scenarios (two at a
+# time) then its paramiko run; pytest's integration tier then the stock Debian demo. Time: about the longer lane,
+# not the sum.
 rm -rf "$LANES"
 mkdir -p "$LANES"
-STATIC_STEPS=(sanity)
-((${#OTHER_PYTHONS[@]})) && STATIC_STEPS+=("sanity-py$(IFS=,; echo "${OTHER_PYTHONS[*]}")")
-STATIC_STEPS+=(units ansible-lint antsibull-docs stock-debian)
-say "lanes: ${STATIC_STEPS[*]} | molecule, molecule-paramiko | pytest (at the same time; each step's output follows when all are done)"
-(
-    # shellcheck disable=SC2030  # this lane's own collection copy (lane_step runs its steps in $COLL)
-    COLL=$STATIC_COLL
-    export ANSIBLE_COLLECTIONS_PATH=$STATIC_ROOT
-    lane_step sanity ansible-test sanity --venv --python "$PYV"
-    ((${#OTHER_PYTHONS[@]})) && lane_step "sanity-py$(IFS=,; echo "${OTHER_PYTHONS[*]}")" sanity_other_pythons
-    lane_step units ansible-test units --venv --python "$PYV"
-    lane_step ansible-lint ansible-lint
-    lane_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .
-    # README's demo on a stock Debian 12 last: its own root file system, no test host of the other lanes
-    lane_step stock-debian stock_debian
-) &
-LANE_STATIC=$!
-wait_rootfs
+say "lanes: molecule, molecule-paramiko | pytest, stock-debian (at the same time; each step's output follows when both are done)"
 (lane_step molecule molecule_all; lane_step molecule-paramiko molecule_paramiko) &
-LANE_MOLECULE=$!
-(lane_step pytest pytest_plain) &
-LANE_PYTEST=$!
-wait "$LANE_STATIC" "$LANE_MOLECULE" "$LANE_PYTEST"
-for step in "${STATIC_STEPS[@]}" molecule molecule-paramiko pytest; do lane_record "$step"; done
+LANE_A=$!
+(lane_step pytest pytest_plain; lane_step stock-debian stock_debian) &
+LANE_B=$!
+wait "$LANE_A" "$LANE_B"
+for step in molecule molecule-paramiko pytest stock-debian; do lane_record "$step"; done
 # pytest's own count goes into the summary beside its step
 for i in "${!STEP_NAMES[@]}"; do
     [[ ${STEP_NAMES[$i]} == pytest && ${STEP_RESULTS[$i]} != skipped ]] || continue
