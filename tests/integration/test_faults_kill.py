@@ -190,6 +190,19 @@ def live_environment(node):
     return dict(line.partition('=')[::2] for line in text.splitlines() if '=' in line)
 
 
+def settled(node, timeout=120):
+    """Wait until sglang.service is neither starting nor stopping: a kill that lands just after the restart module was
+    dispatched leaves systemd restarting the unit after the controller is gone."""
+    deadline = time.monotonic() + timeout
+    state = ''
+    while time.monotonic() < deadline:
+        state = remote(node, 'systemctl show -p ActiveState --value sglang.service').strip()
+        if state not in ('activating', 'deactivating', 'reloading'):
+            return state
+        time.sleep(1)
+    return state
+
+
 def kill_points():
     if os.environ.get('LLMOPS_KILL_EVERY_TASK') == '1':
         return ['every']
@@ -297,7 +310,13 @@ def test_files_new_and_server_old_restart_once_whatever_the_record_says(host, da
     killed, log = kill_at(host, 'kill-old-%s' % damage[:4], CONFIGS[fault.target], BEFORE_RESTART)
     assert killed, log[-3000:]
     fault.assert_left_whole(BEFORE_RESTART[0])
-    assert live_environment(host)['LLMOPS_KILL_TEST'] == CONFIGS[1 - fault.target]['sglang_service_environment']['LLMOPS_KILL_TEST']
+    settled(host)
+    running = live_environment(host).get('LLMOPS_KILL_TEST')
+    if running == CONFIGS[fault.target]['sglang_service_environment']['LLMOPS_KILL_TEST']:
+        # seen in CI at load 10: the restart module was on its way when the kill came, so the host restarted the unit
+        # with the new files; there is no old server for the rerun to find (it rightly restarts nothing)
+        pytest.skip('the kill landed after the restart was dispatched: the unit already runs the new configuration')
+    assert running == CONFIGS[1 - fault.target]['sglang_service_environment']['LLMOPS_KILL_TEST']
     extra = {}
     if damage == 'truncated record':
         remote(host, 'truncate -s 40 %s' % tf.STAMP)
