@@ -458,9 +458,9 @@ else
     FAILED=1
 fi
 
-# step_cpu NAME: the CPU seconds (user + system) of everything the step ran, from its cgroup; '-' without one. With the
-# lanes side by side, a step's wall time depends on the others; its CPU time does not (much): the sum over the steps,
-# divided by the machine's cores, is the least wall time any order of the steps could take.
+# step_cpu NAME: the CPU seconds (user + system) of everything the step ran on the controller side, from its cgroup;
+# '-' without one. The test hosts' processes run in their machines' cgroups, not the step's: the machine's busy share
+# on the total line is what says whether the run is bound by the CPU.
 # It sets STEP_CPU (not printed: a $(...) subshell would lose the running CPU_TOTAL).
 CPU_TOTAL=0
 step_cpu() {
