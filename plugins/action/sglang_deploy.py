@@ -63,7 +63,7 @@ STEPS: Dict[str, Tuple[Callable[[steps.Context], None], ...]] = {
     'finish': (verify.step_finish, guard.guard_after_deploy),
     'preflight': (steps.step_preflight,),
 }
-ARGUMENT_SPEC = dict(step=dict(type='str', required=True, choices=list(STEPS)))
+ARGUMENT_SPEC = dict(step=dict(type='str', required=True, choices=list(STEPS)), preview=dict(type='bool', default=False))
 # steps that run after a failure too
 ALWAYS = ('finish',)
 
@@ -93,7 +93,7 @@ class ActionModule(ActionBase):
             return default
         return default if value is None else plain(value)
 
-    def _topology(self, task_vars: Dict[str, Any], inputs: Inputs) -> Topology:
+    def _topology(self, task_vars: Dict[str, Any], inputs: Inputs, step: str) -> Topology:
         host = task_vars.get('inventory_hostname') or ''
         groups = task_vars.get('groups') or {}
         hostvars = task_vars.get('hostvars') or {}
@@ -120,7 +120,9 @@ class ActionModule(ActionBase):
             play_hosts=tuple(task_vars.get('ansible_play_hosts_all') or ()), batch=batch,
             forks=int(context.CLIARGS.get('forks') or C.DEFAULT_FORKS), batch_groups=batch_groups,
             wheelhouse_files=files, ansible_managed=str(C.config.get_config_value('DEFAULT_MANAGED_STR') or ''),
-            wheelhouse_checksums=dict((n, checksum(os.path.join(wheelhouse, n))) for n in files) if self._task.check_mode else {},
+            # read by the install step in check mode only (compared with the host's copies): every other step skips them
+            wheelhouse_checksums=dict((n, checksum(os.path.join(wheelhouse, n))) for n in files)
+            if self._task.check_mode and step == 'install' else {},
             check_mode=bool(self._task.check_mode))
 
     @staticmethod
@@ -151,10 +153,11 @@ class ActionModule(ActionBase):
         step = args['step']
         values = self._values(task_vars)
         inputs = Inputs.from_vars(values)
-        topo = self._topology(task_vars, inputs)
+        topo = self._topology(task_vars, inputs, step)
         facts = self._facts(task_vars, step, inputs)
         host = ActionHost(self, task_vars, topo.host)
-        ctx = steps.Context(inputs=inputs, values=values, topo=topo, facts=facts, peers=self._peers(task_vars, topo, inputs), host=host)
+        ctx = steps.Context(inputs=inputs, values=values, topo=topo, facts=facts, peers=self._peers(task_vars, topo, inputs), host=host,
+                            preview=args['preview'])
         try:
             if not facts.failure or step in ALWAYS:
                 for part in STEPS[step]:

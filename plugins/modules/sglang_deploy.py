@@ -23,10 +23,21 @@ description:
 options:
   step:
     description:
-      - V(result) builds the result from what the role's tasks registered in this run.
+      - The step of the role to run on this host, in the role's order (C(tasks/plan.yml), C(tasks/deploy.yml)).
+      - V(plan) refuses bad input before anything is touched and runs the no-change check; V(ranks) compares it with the
+        other ranks of a multi-node deployment; V(preflight), V(install), V(configure), V(restart), V(verify),
+        V(judge), V(rollback) and V(finish) are the full deploy's steps (V(finish) runs after a failure too).
     type: str
     required: true
-    choices: [result]
+    choices: [plan, ranks, install, configure, restart, verify, judge, rollback, finish, preflight]
+  preview:
+    description:
+      - The plan steps asked before a change that will be made later in the same run (M(llmops.sglang.sglang_roll_plan)
+        asks each worker before it takes any worker out of rotation): a host's line says V(would deploy) instead of
+        V(full deploy). The steps do what they do without it.
+    type: bool
+    default: false
+    version_added: 0.3.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow

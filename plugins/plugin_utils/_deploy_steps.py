@@ -73,6 +73,7 @@ class Context:
     facts: Facts
     peers: Dict[str, Facts]
     host: Host
+    preview: bool = False  # the plan asked before the change (llmops.sglang.roll): its line says what would be done
     changed: bool = False
     # the modules' warnings as they returned them (ansible-core 2.19+: WarningSummary objects, which the task executor
     # takes as they are; str() of one is its repr) and the steps' own (strings)
@@ -161,7 +162,7 @@ def say_decision(ctx: Context) -> None:
         ctx.host.say('unchanged since %s (same inputs, files, SGLang %s and unit invocation)%s; nothing installed, '
                      'configured or restarted' % (stamp.get('recorded_at'), stamp.get('sglang_version'), serving))
     elif ctx.inputs.skip_unchanged:
-        what = 'would deploy' if ctx.check_mode else 'full deploy'
+        what = 'would deploy' if ctx.check_mode or ctx.preview else 'full deploy'
         ctx.host.say('%s: %s' % (what, '; '.join(ctx.facts.deploy_reasons) or 'no deployment record yet'))
 
 

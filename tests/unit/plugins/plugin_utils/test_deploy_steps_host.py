@@ -14,7 +14,7 @@ import pytest
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._action_host import ActionHost
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import Context
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import Context, say_decision
 
 _messages = pytest.importorskip('ansible.module_utils._internal._messages')  # ansible-core 2.19+
 
@@ -80,3 +80,25 @@ def test_a_detail_line_is_for_verbose_runs_only(capsys, verbosity, expected):
         display.verbosity = saved
     out = capsys.readouterr()
     assert [line for line in (out.out + out.err).splitlines() if line] == expected
+
+
+class SayingHost(ModuleHost):
+    """A host that keeps the lines a step says."""
+
+    def __init__(self, check_mode=False):
+        super().__init__({})
+        self.check_mode, self.lines = check_mode, []
+
+    def say(self, text, detail=False):
+        self.lines.append(text)
+
+
+@pytest.mark.parametrize('check_mode, preview, word', [(False, False, 'full deploy'), (True, False, 'would deploy'),
+                                                       (False, True, 'would deploy')])
+def test_the_plan_line_says_would_deploy_when_nothing_is_deployed_by_this_step(check_mode, preview, word):
+    # found by a newcomer: llmops.sglang.roll asks each worker's plan before the roll, and every worker said "full deploy"
+    host = SayingHost(check_mode)
+    ctx = Context(inputs=SimpleNamespace(skip_unchanged=True), values={}, topo=None, peers={}, host=host, preview=preview,
+                  facts=SimpleNamespace(unchanged=False, deploy_reasons=['sglang_service_environment changed'], stamp=None))
+    say_decision(ctx)
+    assert host.lines == ['%s: sglang_service_environment changed' % word]
