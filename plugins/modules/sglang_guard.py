@@ -70,6 +70,16 @@ options:
     type: str
     choices: [generate, completions, chat_completions]
     default: generate
+  disaggregation_mode:
+    description:
+      - The server's C(--disaggregation-mode). A V(prefill) or V(decode) server of a prefill/decode disaggregated
+        deployment answers only requests with bootstrap information; the guard's generation request then carries SGLang's
+        own fake bootstrap host, as M(llmops.sglang.sglang_smoke) does. The P(llmops.sglang.sglang_service#role) role
+        sets it from the server's arguments.
+    type: str
+    choices: ['null', prefill, decode]
+    default: 'null'
+    version_added: 0.3.0
   prompt:
     description: The generation request's prompt.
     type: str
@@ -309,7 +319,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _ho
 CONFIG_OPTIONS = ('unit', 'url', 'api_key', 'endpoint', 'prompt', 'max_tokens', 'smoke_timeout', 'interval', 'hung_after', 'restart_max',
                   'restart_window', 'crash_restarts', 'crash_window', 'start_timeout', 'stall_timeout', 'stop_timeout', 'log_path',
                   'run_file', 'lock_path', 'state_path', 'metrics_path', 'kernel_log', 'nvidia_smi', 'user', 'environment', 'gpu_devices',
-                  'shared_devices', 'server_args', 'events_keep', 'gateway')
+                  'shared_devices', 'server_args', 'disaggregation_mode', 'events_keep', 'gateway')
 
 
 def argument_spec():
@@ -333,7 +343,8 @@ def argument_spec():
         start_timeout=dict(type='float', default=1800.0), stall_timeout=dict(type='float', default=900.0),
         log_path=dict(type='str', default=''), run_file=dict(type='str', default=''), lock_path=dict(type='str', default=''),
         metrics_path=dict(type='str', default=''), kernel_log=dict(type='str', default=''), nvidia_smi=dict(type='str', default=''),
-        server_args=dict(type='dict', default={}), events_keep=dict(type='int', default=20), show=dict(type='int', default=5),
+        server_args=dict(type='dict', default={}),
+        disaggregation_mode=dict(type='str', choices=['null', 'prefill', 'decode'], default='null'), events_keep=dict(type='int', default=20), show=dict(type='int', default=5),
         gateway=dict(type='dict', options=gateway))
     return spec
 

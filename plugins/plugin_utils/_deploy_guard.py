@@ -44,7 +44,7 @@ def guard_args(ctx: Context) -> Dict[str, Any]:
         'state_path': state_path(inputs), 'metrics_path': metrics_path(inputs), 'kernel_log': inputs.kernel_log,
         'nvidia_smi': inputs.nvidia_smi, 'user': inputs.user, 'environment': dict(inputs.environment),
         'gpu_devices': list(inputs.preflight_gpu_devices), 'shared_devices': list(inputs.preflight_shared_devices),
-        'server_args': dict(plan.server_args), 'stop_timeout': inputs.preflight_stop_timeout,
+        'server_args': dict(plan.server_args), 'disaggregation_mode': plan.disaggregation_mode, 'stop_timeout': inputs.preflight_stop_timeout,
         'start_timeout': inputs.wait_timeout, 'stall_timeout': inputs.stall_timeout,
     }
     if inputs.api_key:

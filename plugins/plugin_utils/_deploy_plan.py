@@ -113,6 +113,7 @@ class Plan:
     server_args: Dict[str, object]
     argv: Tuple[str, ...]
     url: str
+    disaggregation_mode: str  # SGLang's --disaggregation-mode: 'null', or prefill / decode (requests need bootstrap information)
     node_rank: int
     deployment: Optional[str]
     nnodes: int
@@ -140,6 +141,7 @@ class Plan:
     def to_json(self) -> Dict[str, object]:
         """The plan as the role's result shows it (no secrets: the API key reaches the server in a credential file)."""
         return {'server': self.server, 'python': self.python, 'argv': list(self.argv), 'url': self.url,
+                'disaggregation_mode': self.disaggregation_mode,
                 'node_rank': self.node_rank, 'deployment': self.deployment, 'nnodes': self.nnodes,
                 'multinode_args': self.multinode_args, 'unit': self.paths.unit, 'refusals': list(self.refusals),
                 'unchanged': self.unchanged, 'deploy_reasons': list(self.deploy_reasons),
@@ -190,12 +192,18 @@ def server_args(inputs: Inputs, topo: Topology) -> Dict[str, object]:
     return args
 
 
+def flags_of(args: Dict[str, object]) -> Dict[str, object]:
+    """The server's arguments by SGLang's flag name, whatever their spelling; {} for malformed ones (refused, see
+    refuse_bad_args)."""
+    try:
+        return argv_rules.by_flag(args, 'sglang_service_args')
+    except ValueError:
+        return {}
+
+
 def probe_url(args: Dict[str, object]) -> str:
     """Where this host's probes reach the server: the address it listens on, loopback for a wildcard address."""
-    try:
-        flags = argv_rules.by_flag(args, 'sglang_service_args')
-    except ValueError:
-        flags = {}
+    flags = flags_of(args)
     listen = str(flags.get('host', '127.0.0.1'))
     if listen in WILDCARDS:
         listen = '127.0.0.1'
@@ -446,7 +454,8 @@ def plan(inputs: Inputs, topo: Topology, facts: Optional[Facts] = None, peers: O
     own = own_reasons(facts, multinode)
     return Plan(
         server=inputs.name, paths=paths, python=inputs.interpreter, server_args=args, argv=argv(inputs, args),
-        url=probe_url(args), node_rank=node_rank(inputs, topo),
+        url=probe_url(args), disaggregation_mode=str(flags_of(args).get('disaggregation-mode') or 'null'),
+        node_rank=node_rank(inputs, topo),
         deployment=inputs.deployment_group if multinode else None, nnodes=len(topo.peers) if multinode else 1,
         multinode_args=multinode_args(inputs, topo), managed_files=managed_files(inputs, paths),
         # the lease outlives the longest deploy: two readiness waits (a rollback waits again) and the stability window,

@@ -15,7 +15,6 @@ from typing import Any, Dict, List
 
 import yaml
 
-from ansible_collections.llmops.sglang.plugins.plugin_utils import _sglang_argv as argv_rules
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import proven, regressed
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
@@ -68,15 +67,6 @@ def say_ready(ctx: Context, res: Dict[str, Any]) -> None:
                  detail=True)
 
 
-def disaggregation_mode(server_args: Dict[str, Any]) -> str:
-    """SGLang's --disaggregation-mode of the server (``null``: not a prefill or decode server)."""
-    try:
-        flags = argv_rules.by_flag(server_args, 'sglang_service_args')
-    except ValueError:
-        return 'null'
-    return str(flags.get('disaggregation-mode') or 'null')
-
-
 def smoke_and_history(ctx: Context) -> None:
     inputs, p, facts = ctx.inputs, ctx.plan, ctx.facts
     if inputs.smoke and p.serves_http:
@@ -84,9 +74,8 @@ def smoke_and_history(ctx: Context) -> None:
                 'max_tokens': inputs.smoke_max_tokens, 'timeout': inputs.smoke_timeout}
         if inputs.api_key:
             args['api_key'] = inputs.api_key
-        mode = disaggregation_mode(p.server_args)
-        if mode != 'null':
-            args['disaggregation_mode'] = mode
+        if p.disaggregation_mode != 'null':
+            args['disaggregation_mode'] = p.disaggregation_mode
         facts.smoke = found(ctx.run('llmops.sglang.sglang_smoke', args, must=False), *SMOKE_KEYS)
     if not proven(facts) or not inputs.history:
         return

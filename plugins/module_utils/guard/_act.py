@@ -25,7 +25,7 @@ from typing import List, Optional
 from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _restart as rs
 from ansible_collections.llmops.sglang.plugins.module_utils.host._systemd import SystemdError, show
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight._host import PreflightHost, release_params, run_preflight
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang._smoke import SmokeRequest, run_smoke
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._smoke import run_smoke
 from ansible_collections.llmops.sglang.plugins.module_utils.wait._round import WaitParams, run_round
 
 
@@ -140,8 +140,7 @@ class Actor:
             outcome.ok = False
             outcome.outcome = 'restarted, but the start was not proven: %s' % (wait.get('msg') or wait.get('status'))
             return outcome
-        smoke = run_smoke(SmokeRequest(url=c.url, endpoint=c.endpoint, prompt=c.prompt, max_tokens=c.max_tokens,
-                                       timeout=c.smoke_timeout, api_key=c.api_key))
+        smoke = run_smoke(c.generation_request())
         if not smoke.ok:
             outcome.ok = False
             outcome.outcome = 'restarted and ready, but generation still fails: %s' % smoke.message()

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file import typed
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight._gpu_holders import SHARED_DEVICES
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang._smoke import ENDPOINTS
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._smoke import ENDPOINTS, SmokeRequest
 
 FORMAT = 1
 
@@ -69,6 +69,8 @@ class GuardConfig:
     gpu_devices: List[str] = field(default_factory=list)
     shared_devices: List[str] = field(default_factory=lambda: list(SHARED_DEVICES))
     server_args: Dict[str, Any] = field(default_factory=dict)
+    # SGLang's --disaggregation-mode: a prefill or decode server answers only requests with bootstrap information
+    disaggregation_mode: str = 'null'
     events_keep: int = 20
     gateway: Optional[GatewaySettings] = None
     format: int = FORMAT
@@ -80,6 +82,11 @@ class GuardConfig:
     def from_json(cls, data):
         return typed(cls, data, 'guard settings')
 
+    def generation_request(self):
+        """The one small bounded generation request of a round and of a restart's proof (the smoke request's code)."""
+        return SmokeRequest(url=self.url, endpoint=self.endpoint, prompt=self.prompt, max_tokens=self.max_tokens,
+                            timeout=self.smoke_timeout, api_key=self.api_key, disaggregation_mode=self.disaggregation_mode)
+
     def text(self):
         return json.dumps(self.to_json(), indent=1, sort_keys=True) + '\n'
 
@@ -89,6 +96,8 @@ def problems(config):
     found = []
     if not config.url.startswith(('http://', 'https://')):
         found.append('url %r must start with http:// or https:// (the server\'s own address, e.g. http://127.0.0.1:30000)' % config.url)
+    if config.disaggregation_mode not in ('null', 'prefill', 'decode'):
+        found.append('disaggregation_mode %r is not one of null, prefill, decode (SGLang\'s --disaggregation-mode)' % config.disaggregation_mode)
     if config.endpoint not in ENDPOINTS:
         found.append('endpoint %r is not one of %s' % (config.endpoint, ', '.join(sorted(ENDPOINTS))))
     for name in ('interval', 'smoke_timeout', 'restart_window', 'crash_window', 'start_timeout', 'stop_timeout'):

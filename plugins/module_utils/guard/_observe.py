@@ -21,7 +21,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _smi_q
 from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _xid as xid
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _gpu_health as gpu_health
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang._probe import http_get
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang._smoke import SmokeRequest, run_smoke
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang._smoke import run_smoke
 from ansible_collections.llmops.sglang.plugins.module_utils.guard._decide import Observation
 
 UNIT_PROPERTIES = ('ActiveState', 'SubState', 'Result', 'InvocationID', 'NRestarts', 'ActiveEnterTimestampMonotonic')
@@ -90,8 +90,7 @@ class Observer:
         obs.health = health['status']
         if obs.health is None and not obs.active:
             return
-        smoke = run_smoke(SmokeRequest(url=config.url, endpoint=config.endpoint, prompt=config.prompt, max_tokens=config.max_tokens,
-                                       timeout=config.smoke_timeout, api_key=config.api_key))
+        smoke = run_smoke(config.generation_request())
         obs.smoke_ok, obs.smoke_error = smoke.ok, '' if smoke.ok else smoke.message()
 
     def journal(self, obs, cursor):

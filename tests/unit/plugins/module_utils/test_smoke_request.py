@@ -245,3 +245,14 @@ def test_a_prefill_or_decode_server_is_smoked_with_sglangs_own_fake_bootstrap_ho
     assert res.ok, res.error
     assert (res.sent['body']['bootstrap_host'], res.sent['body']['bootstrap_room']) == ('2.2.2.2', 0)
     assert 'bootstrap_host' not in SmokeRequest(url=decode.url).body(None)
+
+
+def test_the_guards_generation_request_to_a_decode_server_carries_the_bootstrap(standin):
+    # the guard's own round and restart proof sent a plain request: on a PD server every round failed (hung, restarted)
+    from ansible_collections.llmops.sglang.plugins.module_utils.guard._config import GuardConfig, problems
+    decode = standin(READY, '--tokens-per-second', '40', '--disaggregation-mode', 'decode')
+    res = run_smoke(GuardConfig(url=decode.url, max_tokens=2, smoke_timeout=10, disaggregation_mode='decode').generation_request())
+    assert res.ok, res.error
+    assert res.sent['body']['bootstrap_host'] == '2.2.2.2'
+    assert not run_smoke(GuardConfig(url=decode.url, max_tokens=2, smoke_timeout=10).generation_request()).ok
+    assert [p.split(' ')[0] for p in problems(GuardConfig(disaggregation_mode='Decode'))] == ['disaggregation_mode']

@@ -54,6 +54,9 @@ def test_the_guard_watches_this_server_with_the_settings_given_winning():
         '/var/lib/sglang/sglang.run.json', '/run/lock/llmops-sglang/sglang.lock', '/var/log/sglang/sglang.log')
     assert args['environment'] == {'CUDA_VISIBLE_DEVICES': '4'}
     assert guard_args(context(guard_settings={'metrics_path': '/x/y.prom'}))['metrics_path'] == '/x/y.prom'
+    # a prefill or decode server's generation request needs bootstrap information (the guard sends SGLang's fake one)
+    assert args['disaggregation_mode'] == 'null'
+    assert guard_args(context(args={'model-path': 'm', 'disaggregation-mode': 'prefill'}))['disaggregation_mode'] == 'prefill'
     assert metrics_path(Inputs()) == '' and state_path(Inputs(name='b', working_directory='/srv/')) == '/srv/b-guard.json'
 
 

@@ -240,6 +240,17 @@ def test_probe_url(args, url):
     assert probe_url(args) == url
 
 
+@pytest.mark.parametrize('args, mode', [
+    ({'model-path': 'm'}, 'null'),
+    ({'model-path': 'm', 'disaggregation-mode': 'prefill'}, 'prefill'),
+    ({'model-path': 'm', '--disaggregation-mode': 'decode'}, 'decode'),
+    ({'model-path': 'm', 'disaggregation-mode': 'null'}, 'null'),
+])
+def test_the_plan_knows_a_prefill_or_decode_server_in_any_spelling(args, mode):
+    # the smoke request and the guard's generation request carry bootstrap information for prefill and decode servers
+    assert plan(Inputs(args=args), Topology(host='h')).disaggregation_mode == mode
+
+
 def test_host_and_port_in_the_arguments_win_in_any_spelling():
     p = plan(Inputs(args={'model-path': 'm', '--port': 30002}, port=30001), Topology(host='h'))
     assert (p.url, p.argv[3:]) == ('http://127.0.0.1:30002', ('--host', '0.0.0.0', '--model-path', 'm', '--port', '30002'))
