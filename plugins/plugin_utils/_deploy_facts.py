@@ -28,6 +28,7 @@ class Facts:
     deployed_over: str = ''                     # another run deployed while this one waited for the lock
     previous_version: str = ''                  # the SGLang version before this run's install (for a rollback)
     sglang_pending: bool = False                # check mode: pip would create or change the venv
+    flags_checked: str = ''                     # the release whose wheel the server arguments were checked against
     preflight: Optional[Dict[str, Any]] = None  # llmops.sglang.sglang_preflight: ok, msg, summary, rank, stopped
     sm120_patch: Optional[Dict[str, Any]] = None  # llmops.sglang.sglang_patch_sm120's last run: state, version, sites
     caches: Optional[Dict[str, Any]] = None     # llmops.sglang.sglang_compile_cache: environment, dirs

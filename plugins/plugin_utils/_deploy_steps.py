@@ -170,6 +170,7 @@ def decide_unchanged(ctx: Context) -> None:
     p = ctx.plan
     ctx.facts.unchanged, ctx.facts.deploy_reasons = p.unchanged, list(p.deploy_reasons)
     say_decision(ctx)
+    check_flags_before_install(ctx)
 
 
 def step_plan(ctx: Context) -> None:
@@ -263,14 +264,11 @@ def patch_sm120(ctx: Context, state: str) -> Dict[str, Any]:
     return res
 
 
-def check_flags(ctx: Context) -> None:
-    """A flag the release does not define, or a value its argparse refuses, fails here, before anything is written; in
-    check mode with the release not installed yet, the flags are read from the wheel it would install."""
-    p = ctx.plan
-    if not ctx.facts.sglang_pending:
-        ctx.run('llmops.sglang.sglang_server_flags', {'python': p.python, 'args': p.server_args}, 'server arguments')
-        return
-    inputs = ctx.inputs
+def check_wheel_flags(ctx: Context) -> str:
+    """Check the server arguments against the wheel of the release to install (the wheelhouse's, else the controller's
+    download of it); '' when checked (ctx.facts.flags_checked says which release), else why not. A flag the release
+    does not define, or a value its argparse refuses, raises StepFailed."""
+    inputs, p = ctx.inputs, ctx.plan
     try:
         if inputs.wheelhouse:
             checked = check_with_wheel(inputs.wheelhouse, inputs.version, p.server_args)
@@ -280,8 +278,37 @@ def check_flags(ctx: Context) -> None:
     except WheelFlagsError as err:
         raise StepFailed(err.msg, 'server arguments') from None
     if checked is None:
+        return why
+    ctx.facts.flags_checked = inputs.version
+    return ''
+
+
+def releases_differ(ctx: Context) -> bool:
+    """This run would install another SGLang release than the host has (the no-change query read the installed one)."""
+    return ctx.inputs.install and (ctx.facts.stamp or {}).get('sglang_version') != ctx.inputs.version
+
+
+def check_flags_before_install(ctx: Context) -> None:
+    """A release change: its flags are checked from its wheel in the plan step, before the lock, the install (which
+    would replace the running server's package) or a roll's drain; when the wheel cannot be read, the install step
+    checks the installed release as before."""
+    if ctx.inputs.check_args and not ctx.facts.unchanged and not ctx.plan.refusals and releases_differ(ctx):
+        check_wheel_flags(ctx)
+
+
+def check_flags(ctx: Context) -> None:
+    """A flag the release does not define, or a value its argparse refuses, fails here, before anything is written; in
+    check mode with the release not installed yet, the flags are read from the wheel it would install."""
+    if ctx.facts.flags_checked == ctx.inputs.version:
+        return  # read from the release's wheel in the plan step
+    p = ctx.plan
+    if not ctx.facts.sglang_pending:
+        ctx.run('llmops.sglang.sglang_server_flags', {'python': p.python, 'args': p.server_args}, 'server arguments')
+        return
+    why = check_wheel_flags(ctx)
+    if why:
         ctx.warnings.append('check mode: the server arguments were not checked against SGLang %s, which is not installed on '
-                            '%s yet and %s' % (inputs.version, ctx.host.name, why))
+                            '%s yet and %s' % (ctx.inputs.version, ctx.host.name, why))
 
 
 def run_preflight(ctx: Context) -> None:

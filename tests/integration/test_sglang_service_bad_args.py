@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -32,12 +33,12 @@ NODE = 'svcargs-' + os.environ.get('PYTEST_XDIST_WORKER', 'gw')
 GOOD_ARGS = {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8, 'mem-fraction-static': 0.85, 'trust-remote-code': True}
 
 
-def deploy(node, work, name, server_args, version='0.5.9'):
+def deploy(node, work, name, server_args, version='0.5.9', wheelhouse='wheelhouse'):
     """The deploy playbook with SERVER_ARGS; returns (process, rows of the report)."""
     report = os.path.join(str(work), 'report-%s.json' % name)
     extra = {
         'sglang_deploy_hosts': 'all', 'nvidia_driver_enabled': False, 'sglang_service_version': version,
-        'sglang_service_pip_extra_args': ['--no-deps'], 'sglang_service_wheelhouse': os.path.join(str(work), 'wheelhouse'),
+        'sglang_service_pip_extra_args': ['--no-deps'], 'sglang_service_wheelhouse': os.path.join(str(work), wheelhouse),
         'sglang_service_args': server_args, 'sglang_service_wait_timeout': 60, 'sglang_service_stall_timeout': 30,
         'sglang_service_launch_command': ['/usr/bin/python3', '/opt/llmops-standin/sglang_standin.py', '--max-seconds', '2',
                                           '--recording', '/opt/llmops-standin/recordings/rocm-tp2-multimodal-ready-no-cuda-graph'],
@@ -108,3 +109,25 @@ def test_a_version_that_is_not_there_names_what_is(good):
     assert row['reason'] == first_sentence(said)  # the table's one line of it
     assert 'Could not find a version' not in proc.stdout  # pip's raw output stays in the returned data
     assert server_state(node) == before
+
+
+def test_an_upgrade_with_a_misspelled_flag_is_refused_before_the_new_release_is_installed(good):
+    # the flags were checked after the install: the new release was already in the running server's venv when the
+    # deploy was refused (nothing restarted, but the server's package files were replaced under it)
+    import sglang_wheels  # pylint: disable=import-outside-toplevel
+    node, work, before = good
+    both = os.path.join(str(work), 'wheelhouse-two-releases')
+    os.makedirs(both, exist_ok=True)
+    for version in ('0.5.9', '0.5.7'):
+        shutil.copy(str(sglang_wheels.wheel_path(version)), both)
+    args = dict(GOOD_ARGS, **{'mem-fraction-statc': 0.85})
+    del args['mem-fraction-static']
+    proc, rows = deploy(node, work, 'upgrade-misspelled', args, version='0.5.7', wheelhouse='wheelhouse-two-releases')
+    assert proc.returncode != 0
+    (row,) = rows
+    assert (row['status'], row['stage'], row['failed_task'], row['changed']) == ('failed', 'before start', 'server arguments', False)
+    assert row['reason'].startswith('SGLang 0.5.7 does not define this flag: --mem-fraction-statc'), row['reason']
+    installed = fh.ssh(node, "/opt/sglang/venv/bin/python -c 'import importlib.metadata as m; print(m.version(\"sglang\"))'")
+    assert installed.stdout.strip() == '0.5.9', installed.stdout + installed.stderr
+    assert server_state(node) == before
+    assert fh.recap_changed(proc.stdout, NODE) == 0

@@ -18,7 +18,8 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import Context, StepFailed, check_flags
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
+    Context, StepFailed, check_flags, check_flags_before_install)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import (
     WheelFlagsError, check_from_index, check_with_wheel, find_wheel, index_args)
 
@@ -134,3 +135,48 @@ def test_a_dry_run_that_cannot_read_the_release_warns_and_goes_on(tmp_path, monk
     prefix = ('check mode: the server arguments were not checked against SGLang 0.4.0, which is not installed on h yet and '
               'pip download sglang==0.4.0 on the controller failed: ')
     assert len(ctx.warnings) == 1 and ctx.warnings[0].startswith(prefix) and len(ctx.warnings[0]) > len(prefix)
+
+
+def release_change(installed, wheelhouse, **inputs):
+    """The plan step's context on a host that has SGLang INSTALLED (None: none) and records the modules it runs."""
+    calls = []
+    host = SimpleNamespace(name='h', check_mode=False, calls=calls, module=lambda name, args, **_: calls.append(name) or {},
+                           say=lambda text, detail=False: None)
+    inputs.setdefault('args', GOOD)
+    return Context(inputs=Inputs(wheelhouse=wheelhouse, **inputs), values={}, topo=Topology(host='h'),
+                   facts=Facts(server='sglang', stamp={'sglang_version': installed}), peers={}, host=host)
+
+
+@pytest.mark.parametrize('installed', [None, '0.5.7'])
+def test_a_release_change_is_checked_from_its_wheel_before_the_install(tmp_path, installed):
+    # an upgrade with a misspelled flag installed the new release under the running server before it was refused
+    shutil.copy(str(sglang_wheels.wheel_path('0.5.9')), str(tmp_path))
+    ctx = release_change(installed, str(tmp_path), args=dict(GOOD, **{'mem-fraction-statc': 0.8}))
+    with pytest.raises(StepFailed) as err:
+        check_flags_before_install(ctx)
+    assert err.value.what == 'server arguments' and err.value.msg.startswith('SGLang 0.5.9 does not define this flag')
+    assert ctx.host.calls == []
+    good = release_change(installed, str(tmp_path))
+    check_flags_before_install(good)
+    assert good.facts.flags_checked == '0.5.9'
+    check_flags(good)  # the install step: already read from the release's wheel, no module run on the host
+    assert good.host.calls == []
+
+
+@pytest.mark.parametrize('installed, inputs', [
+    ('0.5.9', {}),                          # the same release: the installed one is checked after the install
+    (None, {'install': False}),             # the operator installs SGLang: nothing to read a wheel of
+    (None, {'check_args': False}),
+])
+def test_no_wheel_is_read_when_the_release_does_not_change(tmp_path, installed, inputs):
+    shutil.copy(str(sglang_wheels.wheel_path('0.5.9')), str(tmp_path))
+    ctx = release_change(installed, str(tmp_path), **inputs)
+    check_flags_before_install(ctx)
+    assert ctx.facts.flags_checked == ''
+
+
+def test_a_release_without_a_wheel_to_read_is_checked_on_the_host_after_the_install(tmp_path):
+    ctx = release_change('0.5.7', str(tmp_path))  # an empty wheelhouse
+    check_flags_before_install(ctx)
+    check_flags(ctx)
+    assert (ctx.facts.flags_checked, ctx.host.calls) == ('', ['llmops.sglang.sglang_server_flags'])
