@@ -32,9 +32,9 @@ options:
     choices: [plan, ranks, install, configure, restart, verify, judge, rollback, finish, preflight]
   preview:
     description:
-      - The plan steps asked before a change that will be made later in the same run (M(llmops.sglang.sglang_roll_plan)
-        asks each worker before it takes any worker out of rotation): a host's line says V(would deploy) instead of
-        V(full deploy). The steps do what they do without it.
+      - The plan steps asked before a change that comes later in the same run (the C(llmops.sglang.roll) playbook asks each
+        worker before it takes any worker out of rotation). A host's line then says V(would deploy) instead of
+        V(full deploy); the steps do the same with or without it.
     type: bool
     default: false
     version_added: 0.3.0

@@ -344,7 +344,8 @@ def argument_spec():
         log_path=dict(type='str', default=''), run_file=dict(type='str', default=''), lock_path=dict(type='str', default=''),
         metrics_path=dict(type='str', default=''), kernel_log=dict(type='str', default=''), nvidia_smi=dict(type='str', default=''),
         server_args=dict(type='dict', default={}),
-        disaggregation_mode=dict(type='str', choices=['null', 'prefill', 'decode'], default='null'), events_keep=dict(type='int', default=20), show=dict(type='int', default=5),
+        disaggregation_mode=dict(type='str', choices=['null', 'prefill', 'decode'], default='null'),
+        events_keep=dict(type='int', default=20), show=dict(type='int', default=5),
         gateway=dict(type='dict', options=gateway))
     return spec
 
