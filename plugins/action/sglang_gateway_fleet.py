@@ -10,7 +10,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    RollInputError, fleet_from_inventory, host_views, worker_groups)
+    RollInputError, fleet_from_inventory, gateway_mode, host_views, worker_groups)
 
 ARGUMENT_SPEC = dict(
     groups=dict(type='dict', required=True),
@@ -43,6 +43,7 @@ class ActionModule(ActionBase):
         except (RollInputError, ValueError, TypeError) as exc:
             raise AnsibleActionFail(str(exc)) from exc
         result.update(changed=False, workers=[w.to_json() for w in fleet], api_workers=[w.api_worker() for w in fleet],
+                      mode=gateway_mode(fleet),
                       hosts=[h for w in fleet for h in w.hosts], urls=[w.url for w in fleet],
                       msg='%d worker(s): %s' % (len(fleet), ', '.join('%s %s' % (w.name, w.url) for w in fleet)))
         return result

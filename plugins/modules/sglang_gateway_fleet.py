@@ -80,4 +80,13 @@ urls:
   returned: always
   type: list
   elements: str
+mode:
+  description:
+    - The gateway's mode for these workers, V(pd) (C(--pd-disaggregation)) with any prefill or decode worker, else
+      V(regular). The gateway reads it at its start only, so the P(llmops.sglang.sglang_gateway#role) role restarts a
+      gateway whose mode changes.
+  returned: always
+  type: str
+  sample: regular
+  version_added: 0.3.0
 '''

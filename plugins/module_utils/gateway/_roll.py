@@ -60,6 +60,12 @@ class FleetWorker:
         return data
 
 
+def gateway_mode(fleet: List[FleetWorker]) -> str:
+    """The gateway's mode for this fleet: ``pd`` (smg --pd-disaggregation) with any prefill or decode worker, else
+    ``regular``. smg reads it at its start only: a change of mode restarts the gateway."""
+    return 'pd' if any(w.worker_type in ('prefill', 'decode') for w in fleet) else 'regular'
+
+
 # The host variables the fleet is read from (role defaults do not reach the controller: the defaults are in the code).
 HOST_KEYS = ('ansible_host', 'sglang_service_port', 'sglang_service_args', 'sglang_service_version',
              'sglang_service_deployment_group', 'sglang_service_node_rank', 'sglang_gateway_worker_url',

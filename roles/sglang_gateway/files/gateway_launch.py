@@ -6,10 +6,13 @@ from a systemd credential, so that no key is ever on a command line (``/proc/<pi
 
 Installed by the llmops.sglang.sglang_gateway role and run by its unit with the gateway venv's Python::
 
-    python gateway_launch.py --launch-module smg.launch_router --workers-file FILE [--credential NAME] -- SMG-ARGS...
+    python gateway_launch.py --launch-module smg.launch_router --workers-file FILE [--mode pd] [--credential NAME] -- SMG-ARGS...
 
 * ``--workers-file``: JSON ``{"mode": "regular" | "pd", "workers": [{"url", "worker_type", "bootstrap_port"}]}``; the
   workers become ``--worker-urls URL...`` or ``--pd-disaggregation --prefill URL [PORT] --decode URL``.
+* ``--mode``: the mode, when given, wins over the file's. The role puts ``--mode pd`` in the unit's command line, so
+  that a switch between regular and PD mode changes the unit and restarts the gateway (smg reads the mode at its
+  start only); the file's mode is for a unit written before the option.
 * ``--credential NAME``: the JSON file ``$CREDENTIALS_DIRECTORY/NAME`` (systemd ``LoadCredential=``) with ``api_key``
   (``--api-key``: what clients send and what the gateway sends its workers) and ``control_plane_api_keys``
   (``--control-plane-api-keys``, entries ``id:name:role:key``).
@@ -26,10 +29,10 @@ import os
 import sys
 
 
-def worker_words(spec):
-    """The launch words of the workers file."""
+def worker_words(spec, mode=None):
+    """The launch words of the workers file (``mode``, when given, wins over the file's)."""
     workers = spec.get('workers') or []
-    if spec.get('mode') == 'pd':
+    if (mode or spec.get('mode')) == 'pd':
         words = ['--pd-disaggregation']
         for worker in workers:
             if worker.get('worker_type') == 'prefill':
@@ -67,7 +70,7 @@ def split(argv):
 def main(argv):
     options, words = split(argv)
     with open(options['--workers-file'], encoding='utf-8') as handle:
-        words += worker_words(json.load(handle))
+        words += worker_words(json.load(handle), options.get('--mode'))
     if options.get('--credential'):
         directory = os.environ.get('CREDENTIALS_DIRECTORY')
         if not directory:

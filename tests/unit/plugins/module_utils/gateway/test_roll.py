@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import GatewayWorker
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, fleet_from_inventory, judge, plan, preview,
+    Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, fleet_from_inventory, gateway_mode, judge, plan, preview,
     report_rows, unchanged_outcome, worker_outcome)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
@@ -109,6 +109,12 @@ def pd_fleet(version='0.5.9'):
     hv['node1']['sglang_gateway_bootstrap_port'] = 8998
     hv['node2']['sglang_service_args'] = {'port': 31000, 'disaggregation-bootstrap-port': 8999}
     return fleet_from_inventory({'prefill': ['node1', 'node2'], 'decode': ['node3', 'node4']}, {}, hv)
+
+
+def test_the_gateways_mode_is_pd_with_any_prefill_or_decode_worker():
+    # smg reads --pd-disaggregation at its start only: the role restarts a gateway whose mode changes
+    assert (gateway_mode(fleet3()), gateway_mode(pd_fleet()), gateway_mode([])) == ('regular', 'pd', 'regular')
+    assert gateway_mode(fleet3() + pd_fleet()[:1]) == 'pd'
 
 
 def pd_gateway(*versions):

@@ -103,11 +103,15 @@ def test_the_launcher_turns_the_workers_file_and_the_credential_into_smg_launch_
     assert gl.worker_words({'mode': 'pd', 'workers': [
         {'url': A, 'worker_type': 'prefill', 'bootstrap_port': 8998}, {'url': B, 'worker_type': 'decode'}]}) == [
         '--pd-disaggregation', '--prefill', A, '8998', '--decode', B]
+    # the unit's --mode wins over the file's: a switch between regular and PD mode is on the unit's command line
+    pd = {'mode': 'regular', 'workers': [{'url': A, 'worker_type': 'prefill'}, {'url': B, 'worker_type': 'decode'}]}
+    assert gl.worker_words(pd, 'pd') == ['--pd-disaggregation', '--prefill', A, '--decode', B]
+    assert gl.worker_words(dict(pd, mode='pd'), None)[0] == '--pd-disaggregation'
     secrets = tmp_path / 'secrets.json'
     secrets.write_text(json.dumps({'api_key': 'sk-1', 'control_plane_api_keys': ['ops:llmops.sglang:admin:k']}))
     assert gl.secret_words(str(secrets)) == ['--api-key', 'sk-1', '--control-plane-api-keys', 'ops:llmops.sglang:admin:k']
-    assert gl.split(['--launch-module', 'smg.launch_router', '--workers-file', 'w', '--', '--port', '1']) == (
-        {'--launch-module': 'smg.launch_router', '--workers-file': 'w'}, ['--port', '1'])
+    assert gl.split(['--launch-module', 'smg.launch_router', '--workers-file', 'w', '--mode', 'pd', '--', '--port', '1']) == (
+        {'--launch-module': 'smg.launch_router', '--workers-file': 'w', '--mode': 'pd'}, ['--port', '1'])
 
 
 def test_a_worker_put_back_while_still_draining_is_registered_once_the_gateway_dropped_it(clock):
