@@ -323,7 +323,7 @@ sanity_other_pythons() {
 # own: molecule installs the collection under test into ~/.ansible/collections, and two installs at once collide.
 # Minutes each scenario took at load 3-8 (each prints '=== molecule scenario S: ... in N s'); the longest goes first
 # onto the group with the fewest minutes so far, so the groups end together. A scenario not listed counts 5.
-MOLECULE_MINUTES="gateway_roll:9 gateway_pd:6 sglang_service:7 guard:7 tune:6 sglang_smoke:5 default:4 sglang_check:4 preflight:3"
+MOLECULE_MINUTES="gateway_roll:9 gateway_pd:8 sglang_service:7 guard:7 tune:6 sglang_smoke:5 default:4 sglang_check:4 preflight:3"
 
 # shellcheck disable=SC2317  # runs through run_step (molecule_all)
 molecule_groups() {
