@@ -113,6 +113,15 @@ options:
     description: Seconds to wait for the answer of O(health_url).
     type: float
     default: 5
+  probe_paths:
+    description:
+      - Paths whose existence the caller wants to know, read with the rest of the host's state, for example the files
+        of the runtime guard (M(llmops.sglang.sglang_guard)), so that the role removes a guard only where one is
+        installed. RV(paths_present) lists those that exist.
+    type: list
+    elements: path
+    default: []
+    version_added: 0.3.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.MODULE
@@ -228,6 +237,13 @@ recorded_at:
   returned: always
   type: str
   sample: "2026-11-30T11:02:03Z"
+paths_present:
+  description: The paths of O(probe_paths) that exist on the host (files, directories or links), in the order given.
+  returned: success
+  type: list
+  elements: str
+  sample: ["/etc/systemd/system/sglang-guard.timer"]
+  version_added: 0.3.0
 path:
   description: The record file (O(path)).
   returned: failure
@@ -325,6 +341,7 @@ def main():
             process_argv=dict(type='list', elements='str'),
             process_environment=dict(type='dict', default={}),
             process_sglang_sources=dict(type='bool', default=True),
+            probe_paths=dict(type='list', elements='path', default=[]),
         ),
         supports_check_mode=True,
     )
@@ -339,7 +356,8 @@ def main():
         unit_state = _unit_now(module)
         invocation = (unit_state or {}).get('InvocationID') or None
         process = _process_now(module, unit_state, sglang)
-        result = dict(changed=False, invocation_id=invocation, sglang_version=(sglang or {}).get('version'), process=process)
+        result = dict(changed=False, invocation_id=invocation, sglang_version=(sglang or {}).get('version'), process=process,
+                      paths_present=[path for path in p['probe_paths'] if os.path.lexists(path)])
         if p['state'] == 'query':
             health = None
             if p['health_url']:

@@ -26,6 +26,7 @@ class Facts:
     deploy_reasons: List[str] = field(default_factory=list)
     lock_token: str = ''                        # llmops.sglang.sglang_host_lock
     deployed_over: str = ''                     # another run deployed while this one waited for the lock
+    lock_waited: bool = False                   # this run waited for another run's host lock
     previous_version: str = ''                  # the SGLang version before this run's install (for a rollback)
     sglang_pending: bool = False                # check mode: pip would create or change the venv
     flags_checked: str = ''                     # the release whose wheel the server arguments were checked against

@@ -14,25 +14,18 @@ Controller side only.
 
 from __future__ import annotations
 
-import os
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import guard_files
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import guard_metrics_path as metrics_path
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import guard_state_path as state_path
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import Context, StepFailed
 
+__all__ = ['guard_after_deploy', 'guard_args', 'guard_files', 'guard_unchanged', 'keep_guard', 'metrics_path', 'must_remove',
+           'state_path']
+
 MODULE = 'llmops.sglang.sglang_guard'
-
-
-def state_path(inputs) -> str:
-    """The guard's state file beside the server's other records (the check playbook reads it there)."""
-    return '%s/%s-guard.json' % (inputs.working_directory.rstrip('/'), inputs.name)
-
-
-def metrics_path(inputs) -> str:
-    """The guard's .prom file in the directory of the startup history's metrics (node_exporter reads every *.prom there);
-    none without those."""
-    if not inputs.history_metrics_path:
-        return ''
-    return os.path.join(os.path.dirname(inputs.history_metrics_path), '%s-guard.prom' % inputs.name)
 
 
 def guard_args(ctx: Context) -> Dict[str, Any]:
@@ -53,6 +46,22 @@ def guard_args(ctx: Context) -> Dict[str, Any]:
     return args
 
 
+def must_remove(facts: Facts) -> Optional[str]:
+    """With the guard off: why this deploy runs the guard's removal, or None when no guard is installed, as this run's
+    no-change query saw it (RV(paths_present) of llmops.sglang.sglang_deploy_stamp: none of the guard's files). Without
+    that observation (no query ran, or a module that does not report it), or when this run waited for another run's
+    host lock (that run may have installed a guard since the query), the removal runs: it is idempotent, a guard left
+    behind is not."""
+    stamp = facts.stamp
+    if not isinstance(stamp, dict) or not isinstance(stamp.get('paths_present'), list):
+        return 'not observed'
+    if facts.lock_waited or facts.deployed_over:
+        return 'another run held the host lock since the query'
+    if stamp['paths_present']:
+        return 'installed: %s' % ', '.join(str(p) for p in stamp['paths_present'])
+    return None
+
+
 def keep_guard(ctx: Context) -> None:
     """Install or update the guard (sglang_service_guard), or remove one an earlier run installed."""
     inputs = ctx.inputs
@@ -60,6 +69,8 @@ def keep_guard(ctx: Context) -> None:
         return  # ranks >= 1 of a multi-node server answer no HTTP: rank 0's guard watches the server
     if inputs.guard:
         res = ctx.run(MODULE, guard_args(ctx), 'the runtime guard', secret=True, must=False)
+    elif must_remove(ctx.facts) is None:
+        return  # no guard on the host: no module run (its payload is the largest of the role's) for nothing
     else:
         res = ctx.run(MODULE, {'state': 'absent', 'unit': '%s.service' % inputs.name, 'state_path': state_path(inputs),
                                'metrics_path': metrics_path(inputs)}, 'the runtime guard', must=False)

@@ -22,6 +22,7 @@ fact not observed yet is simply empty until that step ran.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -84,6 +85,30 @@ class Paths:
         """The files a deploy writes and whether their content is secret (a rollback restores or removes them without
         logging a secret one)."""
         return ((self.unit, False), (self.env, False), (self.secret_env, True), (self.secret_args, True))
+
+
+def guard_state_path(inputs: Inputs) -> str:
+    """The runtime guard's state file beside the server's other records (the check playbook reads it there)."""
+    return '%s/%s-guard.json' % (inputs.working_directory.rstrip('/'), inputs.name)
+
+
+def guard_metrics_path(inputs: Inputs) -> str:
+    """The guard's .prom file in the directory of the startup history's metrics (node_exporter reads every *.prom
+    there); none without those."""
+    if not inputs.history_metrics_path:
+        return ''
+    return os.path.join(os.path.dirname(inputs.history_metrics_path), '%s-guard.prom' % inputs.name)
+
+
+def guard_files(inputs: Inputs) -> Tuple[str, ...]:
+    """Where an installed runtime guard of this server leaves a trace, as llmops.sglang.sglang_guard's state=absent
+    looks for it (its default layout: the guard named <name>-guard): its timer and service, settings, code directory,
+    state file (and its lock) and metrics file. The no-change query reports which exist, so a deploy with the guard off removes a
+    guard only where one is installed."""
+    name = '%s-guard' % inputs.name
+    files = ('/etc/systemd/system/%s.timer' % name, '/etc/systemd/system/%s.service' % name, '/etc/sglang/%s.json' % name,
+             '/usr/local/lib/llmops-sglang/%s' % name, guard_state_path(inputs), guard_state_path(inputs) + '.lock')
+    return files + ((guard_metrics_path(inputs),) if inputs.history_metrics_path else ())
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.preflight._checks im
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_files import environment_text, secret_args_text, unit_text
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs, digest, input_digests
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Plan, Topology, plan
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Plan, Topology, guard_files, plan
 from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import WheelFlagsError, check_from_index, check_with_wheel
 
 # Keys of a module result that are the run's bookkeeping, not what the module found.
@@ -149,6 +149,9 @@ def stamp_args(ctx: Context, state: str) -> Dict[str, Any]:
     args.update(wanted_process(ctx))
     if state == 'query' and p.serves_http:
         args['health_url'] = p.url
+    if state == 'query' and not ctx.inputs.guard and not p.node_rank:
+        # whether a guard is installed: a deploy with the guard off removes one only where there is one (_deploy_guard)
+        args['probe_paths'] = list(guard_files(ctx.inputs))
     return args
 
 
@@ -352,6 +355,7 @@ def step_install(ctx: Context) -> None:
         if res.get('failed'):
             raise StepFailed(res.get('msg') or 'could not take the SGLang lock %s' % p.paths.lock, 'host lock', found(res))
         ctx.facts.lock_token = res.get('token') or ''
+        ctx.facts.lock_waited = bool(res.get('waited_for'))
         if res.get('waited_for'):
             notice_deployed_over(ctx, res['waited_for'])
     if inputs.install:

@@ -78,6 +78,18 @@ def test_first_query_has_no_record_and_writes_nothing(capsys, host):
     assert not os.path.exists(host['path'])
 
 
+def test_the_query_reports_which_probed_paths_exist(capsys, host, tmp_path):
+    """The role asks where a runtime guard left files, so that a deploy with the guard off removes one only there."""
+    timer, gone, lib = tmp_path / 'sglang-guard.timer', tmp_path / 'sglang-guard.service', tmp_path / 'lib'
+    timer.write_text('[Timer]\n')
+    lib.mkdir()
+    (tmp_path / 'dangling').symlink_to(tmp_path / 'nowhere')
+    probe = [str(gone), str(timer), str(lib), str(tmp_path / 'dangling')]
+    res = run_module(capsys, {'path': host['path'], 'inputs': host['inputs'], 'files': host['files'], 'probe_paths': probe})
+    assert res['paths_present'] == [str(timer), str(lib), str(tmp_path / 'dangling')] and res['changed'] is False
+    assert run_module(capsys, {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']})['paths_present'] == []
+
+
 def test_check_mode_and_diff_write_nothing(capsys, host):
     args = {'path': host['path'], 'state': 'present', 'inputs': host['inputs'], 'files': host['files']}
     res = run_module(capsys, args, check_mode=True, diff=True)

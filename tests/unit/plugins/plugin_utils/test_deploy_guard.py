@@ -11,10 +11,10 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_files import unit_text
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_guard import (
-    guard_after_deploy, guard_args, guard_unchanged, metrics_path, state_path)
+    guard_after_deploy, guard_args, guard_files, guard_unchanged, metrics_path, must_remove, state_path)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import DIGESTED, Inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology, plan
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import Context, StepFailed, run_preflight
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import Context, StepFailed, run_preflight, stamp_args
 
 
 class Host:
@@ -128,3 +128,37 @@ def test_the_preflight_gets_the_gpu_health_settings(gpu_health, sent, checks_hea
     [(name, args, dummy)] = ctx.host.calls
     assert (name, args['gpu_health'], args['kernel_log'], args['nvidia_smi']) == ('llmops.sglang.sglang_preflight', sent, '/var/log/kern.log', None)
     assert ('gpu_health' in args['checks']) is checks_health and 'gpus' in args['checks']
+
+
+def stamp(*present):
+    """What the no-change query (llmops.sglang.sglang_deploy_stamp) saw of the guard's files."""
+    return {'current': False, 'reasons': [], 'paths_present': list(present)}
+
+
+@pytest.mark.parametrize('facts, removes', [
+    (Facts(server='sglang', stamp=stamp()), False),                     # seen: no guard on the host, nothing to remove
+    (Facts(server='sglang', stamp=stamp('/etc/systemd/system/sglang-guard.timer')), True),
+    (Facts(server='sglang', stamp=stamp('/var/lib/sglang/sglang-guard.json')), True),   # a state file left behind
+    (Facts(server='sglang', stamp=None), True),                         # not observed: the removal runs (idempotent)
+    (Facts(server='sglang', stamp={'current': False}), True),           # a query that did not report the guard's files
+    (Facts(server='sglang', stamp=stamp(), lock_waited=True), True),    # another run held the lock since the query
+    (Facts(server='sglang', stamp=stamp(), deployed_over='deployed over a configuration from a@b 3 s earlier'), True),
+])
+def test_a_full_deploy_with_the_guard_off_removes_a_guard_only_where_one_was_seen(facts, removes):
+    assert (must_remove(facts) is not None) is removes
+    ctx = context(facts=facts)
+    guard_after_deploy(ctx)
+    assert [args['state'] for dummy, args, dummy_secret in ctx.host.calls] == (['absent'] if removes else [])
+
+
+def test_the_no_change_query_looks_for_the_guards_files_only_with_the_guard_off_on_rank_0():
+    files = guard_files(Inputs(history_metrics_path='/var/lib/node_exporter/textfile_collector/sglang.prom'))
+    assert files == ('/etc/systemd/system/sglang-guard.timer', '/etc/systemd/system/sglang-guard.service',
+                     '/etc/sglang/sglang-guard.json', '/usr/local/lib/llmops-sglang/sglang-guard',
+                     '/var/lib/sglang/sglang-guard.json', '/var/lib/sglang/sglang-guard.json.lock',
+                     '/var/lib/node_exporter/textfile_collector/sglang-guard.prom')
+    assert stamp_args(context(), 'query')['probe_paths'] == list(guard_files(Inputs()))
+    assert 'probe_paths' not in stamp_args(context(guard=True), 'query')
+    assert 'probe_paths' not in stamp_args(context(), 'present')
+    rank1 = context(topo=Topology(host='n2', peers=('n1', 'n2')), deployment_group='g', args={'model-path': 'm'})
+    assert 'probe_paths' not in stamp_args(rank1, 'query')
