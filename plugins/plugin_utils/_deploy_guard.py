@@ -6,7 +6,9 @@
 llmops.sglang.sglang_guard for this server, and the step parts that keep it installed, or remove it.
 
 The guard is kept in step with the role at every run: on the no-change path after the ranks step (one module run, and
-only with the guard on), after a full deploy in the finish step. It runs on node rank 0, where the server answers.
+only with the guard on or a guard to remove), after a full deploy in the finish step. With the guard off, the removal
+runs only where the no-change query saw a file of a guard (``must_remove``): on a host that never had one, no module run
+(the guard's payload is the largest of the role's, about 465 KB) and no payload build. It runs on node rank 0, where the server answers.
 Its settings are not inputs of the no-change check: changing them never restarts the server.
 
 Controller side only.
@@ -83,8 +85,9 @@ def keep_guard(ctx: Context) -> None:
 
 
 def guard_unchanged(ctx: Context) -> None:
-    """The no-change path: keep the guard's settings and code current (nothing to remove: a full deploy did that)."""
-    if ctx.facts.unchanged and ctx.inputs.guard and not ctx.facts.failure:
+    """The no-change path: keep the guard's settings and code current; with the guard off, remove one the no-change
+    query saw (turning the guard off is not a change of the server, so this run may be the first one after it)."""
+    if ctx.facts.unchanged and not ctx.facts.failure and (ctx.inputs.guard or must_remove(ctx.facts) is not None):
         keep_guard(ctx)
 
 

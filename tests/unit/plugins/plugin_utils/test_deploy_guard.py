@@ -97,14 +97,17 @@ def test_rank_1_of_a_multi_node_server_has_no_guard():
     assert ctx.host.calls == []
 
 
-@pytest.mark.parametrize('unchanged, guard, failure, runs', [
-    (True, True, None, ['present']),      # the no-change path keeps the guard's code and settings current
-    (True, False, None, []),              # nothing to remove there: the full deploy that turned it off did
-    (True, True, {'step': 'ranks', 'msg': 'x'}, []),
-    (False, True, None, []),              # the full deploy's finish step installs it
+@pytest.mark.parametrize('unchanged, guard, failure, present, runs', [
+    (True, True, None, [], ['present']),      # the no-change path keeps the guard's code and settings current
+    (True, False, None, [], []),              # the query saw no guard: nothing to remove
+    (True, False, None, ['/etc/systemd/system/sglang-guard.timer'], ['absent']),  # turned off since the last deploy
+    (True, True, {'step': 'ranks', 'msg': 'x'}, [], []),
+    (True, False, {'step': 'ranks', 'msg': 'x'}, ['/etc/sglang/sglang-guard.json'], []),
+    (False, True, None, [], []),              # the full deploy's finish step installs it
+    (False, False, None, ['/etc/sglang/sglang-guard.json'], []),  # ... or removes it
 ])
-def test_the_no_change_path_runs_the_guard_only_when_it_is_on(unchanged, guard, failure, runs):
-    ctx = context(facts=Facts(server='sglang', unchanged=unchanged, failure=failure), guard=guard)
+def test_the_no_change_path_runs_the_guard_only_when_it_is_on_or_one_is_there(unchanged, guard, failure, present, runs):
+    ctx = context(facts=Facts(server='sglang', unchanged=unchanged, failure=failure, stamp=stamp(*present)), guard=guard)
     guard_unchanged(ctx)
     assert [args['state'] for dummy, args, dummy_secret in ctx.host.calls] == runs
 
