@@ -149,10 +149,22 @@ def stamp_args(ctx: Context, state: str) -> Dict[str, Any]:
     args.update(wanted_process(ctx))
     if state == 'query' and p.serves_http:
         args['health_url'] = p.url
-    if state == 'query' and not ctx.inputs.guard and not p.node_rank:
-        # whether a guard is installed: a deploy with the guard off removes one only where there is one (_deploy_guard)
-        args['probe_paths'] = list(guard_files(ctx.inputs))
+    if state == 'query':
+        args['probe_paths'] = probe_paths(ctx)
     return args
+
+
+def probe_paths(ctx: Context) -> List[str]:
+    """What the no-change query looks for, so that a deploy runs a removal only where there is something to remove: a
+    guard's files with the guard off (_deploy_guard, rank 0 only), the API-key file without an API key, the key file an
+    earlier run kept for a rollback (the finish step removes it)."""
+    p, paths = ctx.plan, []
+    if not ctx.inputs.guard and not p.node_rank:
+        paths += guard_files(ctx.inputs)
+    if not ctx.inputs.api_key:
+        paths.append(p.paths.secret_args)
+    paths.append(p.paths.secret_args_kept)
+    return paths
 
 
 # ------------------------------------------------------------------------------------------------ plan and ranks
@@ -409,31 +421,27 @@ def deployed_over(holder: Dict[str, Any], before: Optional[str], after: Optional
 
 # ------------------------------------------------------------------------------------------------ configure
 
-def create_account(ctx: Context) -> None:
+def layout_args(ctx: Context) -> Dict[str, Any]:
+    """The account, directories and log file, for one run of llmops.sglang.sglang_service_layout (was seven runs of
+    ansible.builtin's group, getent, user and file: four payloads to build and seven module runs per host)."""
     inputs = ctx.inputs
-    ctx.run('ansible.legacy.group', {'name': inputs.group, 'system': True}, 'service group')
-    groups = ctx.run('ansible.legacy.getent', {'database': 'group'}, 'GPU device groups', read_only=True)
-    present = (groups.get('ansible_facts') or {}).get('getent_group') or {}
-    ctx.run('ansible.legacy.user', {'name': inputs.user, 'group': inputs.group,
-                                    'groups': [g for g in inputs.device_groups if g in present], 'append': True,
-                                    'system': True, 'shell': '/usr/sbin/nologin', 'home': inputs.working_directory,
-                                    'create_home': False}, 'service user')
-
-
-def create_directories(ctx: Context) -> None:
-    inputs = ctx.inputs
+    args: Dict[str, Any] = {}
+    if inputs.create_user:
+        # the device groups the host does not have are left out (the module reads the host's groups)
+        args.update(user=inputs.user, group=inputs.group, home=inputs.working_directory, shell='/usr/sbin/nologin',
+                    groups=list(inputs.device_groups))
     dirs = [(inputs.config_dir, 'root', 'root', '0755'), (inputs.working_directory, inputs.user, inputs.group, '0750')]
     if inputs.log_path:
         dirs.append((inputs.log_path.rsplit('/', 1)[0] or '/', 'root', inputs.group, '0750'))
-    for path, owner, group, mode in dirs:
-        ctx.run('ansible.legacy.file', {'path': path, 'state': 'directory', 'owner': owner, 'group': group, 'mode': mode},
-                'directory %s' % path)
-    if inputs.log_path:
-        # SGLang logs its server_args (an API key read through --config among them): readable by root and the service's
-        # group only, before systemd's append: creates it world-readable
-        ctx.run('ansible.legacy.file', {'path': inputs.log_path, 'state': 'touch', 'owner': 'root', 'group': inputs.group,
-                                        'mode': '0640', 'modification_time': 'preserve', 'access_time': 'preserve'},
-                'log file %s' % inputs.log_path)
+    args['directories'] = [{'path': path, 'owner': owner, 'group': group, 'mode': mode} for path, owner, group, mode in dirs]
+    # SGLang logs its server_args (an API key read through --config among them): readable by root and the service's
+    # group only, before systemd's append: creates it world-readable
+    args['files'] = [{'path': inputs.log_path, 'owner': 'root', 'group': inputs.group, 'mode': '0640'}] if inputs.log_path else []
+    return args
+
+
+def create_layout(ctx: Context) -> None:
+    ctx.run('llmops.sglang.sglang_service_layout', layout_args(ctx), 'service account and directories')
 
 
 def write_file(ctx: Context, name: str, dest: str, content: str, mode: str, secret: bool, verify: str = 'none') -> None:
@@ -453,9 +461,21 @@ def write_file(ctx: Context, name: str, dest: str, content: str, mode: str, secr
             ctx.facts.startable = not ctx.check_mode  # check mode: a unit not installed yet is neither restarted nor started
 
 
+def may_exist(facts: Facts, path: str) -> bool:
+    """Whether PATH (one of probe_paths) may be on the host: the no-change query saw it, or did not look, or another run
+    held the host lock since it looked. Pure."""
+    stamp = facts.stamp
+    if not isinstance(stamp, dict) or not isinstance(stamp.get('paths_present'), list) or facts.lock_waited:
+        return True
+    return path in stamp['paths_present']
+
+
 def remove_key_file(ctx: Context) -> None:
-    """An emptied API key removes the key file; the previous unit loads it as a credential, so it is kept for a rollback."""
+    """An emptied API key removes the key file; the previous unit loads it as a credential, so it is kept for a rollback.
+    No key file seen by the no-change query: nothing to keep or remove, no module run."""
     paths = ctx.plan.paths
+    if not may_exist(ctx.facts, paths.secret_args):
+        return
     if ctx.inputs.keeps_previous:
         kept = ctx.run('ansible.legacy.copy', {'src': paths.secret_args, 'dest': paths.secret_args_kept, 'remote_src': True,
                                                'owner': 'root', 'group': 'root', 'mode': '0600'}, secret=True, must=False)
@@ -492,9 +512,7 @@ def step_configure(ctx: Context) -> None:
         if res.get('failed') and 'not loaded' not in (res.get('stderr') or '') and not ctx.check_mode:
             raise StepFailed('systemctl reset-failed %s.service: %s' % (inputs.name, res.get('stderr') or res.get('msg')),
                              'start-rate counter', found(res))
-    if inputs.create_user:
-        create_account(ctx)
-    create_directories(ctx)
+    create_layout(ctx)
     if inputs.warm_caches:
         res = ctx.run('llmops.sglang.sglang_compile_cache', {
             'root': inputs.cache_dir, 'version': inputs.version, 'owner': inputs.user, 'group': inputs.group,

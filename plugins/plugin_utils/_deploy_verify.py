@@ -18,7 +18,7 @@ import yaml
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import proven, regressed
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
-    Context, StepFailed, found, patch_sm120, pip_failure, shell_quote, stamp_args)
+    Context, StepFailed, found, may_exist, patch_sm120, pip_failure, shell_quote, stamp_args)
 
 # the options of llmops.sglang.sglang_benchmark that sglang_service_benchmark may set
 BENCH_OPTIONS = ('model', 'concurrency', 'input_len', 'output_len', 'num_prompts', 'repeats', 'seed', 'dataset', 'duration',
@@ -282,7 +282,9 @@ def step_finish(ctx: Context) -> None:
                 raise StepFailed('no deployment record written: %s' % '; '.join(res.get('reasons') or ()), 'finish')
         except StepFailed as err:
             failed = err
-    if not facts.failure or facts.backups or facts.key_file_kept:
+    # the key file kept for a rollback: only where this run kept one or the no-change query saw one (no module run else)
+    kept = facts.key_file_kept or may_exist(facts, p.paths.secret_args_kept)
+    if kept and (not facts.failure or facts.backups or facts.key_file_kept):
         ctx.run('ansible.legacy.file', {'path': p.paths.secret_args_kept, 'state': 'absent'}, secret=True, must=False)
     if facts.lock_token:
         res = ctx.run('llmops.sglang.sglang_host_lock', {'path': p.paths.lock, 'state': 'absent', 'token': facts.lock_token},

@@ -14,7 +14,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_guard import
     guard_after_deploy, guard_args, guard_files, guard_unchanged, metrics_path, must_remove, state_path)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import DIGESTED, Inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology, plan
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import Context, StepFailed, run_preflight, stamp_args
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
+    Context, StepFailed, may_exist, remove_key_file, run_preflight, stamp_args)
 
 
 class Host:
@@ -154,14 +155,32 @@ def test_a_full_deploy_with_the_guard_off_removes_a_guard_only_where_one_was_see
     assert [args['state'] for dummy, args, dummy_secret in ctx.host.calls] == (['absent'] if removes else [])
 
 
-def test_the_no_change_query_looks_for_the_guards_files_only_with_the_guard_off_on_rank_0():
+def test_the_no_change_query_looks_for_what_a_deploy_would_remove():
+    """The guard's files with the guard off (rank 0 only), the API-key file without an API key, the key file kept for a
+    rollback: a deploy then runs a removal only where the query saw something to remove."""
     files = guard_files(Inputs(history_metrics_path='/var/lib/node_exporter/textfile_collector/sglang.prom'))
     assert files == ('/etc/systemd/system/sglang-guard.timer', '/etc/systemd/system/sglang-guard.service',
                      '/etc/sglang/sglang-guard.json', '/usr/local/lib/llmops-sglang/sglang-guard',
                      '/var/lib/sglang/sglang-guard.json', '/var/lib/sglang/sglang-guard.json.lock',
                      '/var/lib/node_exporter/textfile_collector/sglang-guard.prom')
-    assert stamp_args(context(), 'query')['probe_paths'] == list(guard_files(Inputs()))
-    assert 'probe_paths' not in stamp_args(context(guard=True), 'query')
+    key, kept = '/etc/sglang/sglang.secret-args.yaml', '/etc/sglang/sglang.secret-args.yaml.rollback'
+    assert stamp_args(context(), 'query')['probe_paths'] == list(guard_files(Inputs())) + [key, kept]
+    assert stamp_args(context(guard=True, api_key='sk-1'), 'query')['probe_paths'] == [kept]
     assert 'probe_paths' not in stamp_args(context(), 'present')
     rank1 = context(topo=Topology(host='n2', peers=('n1', 'n2')), deployment_group='g', args={'model-path': 'm'})
-    assert 'probe_paths' not in stamp_args(rank1, 'query')
+    assert stamp_args(rank1, 'query')['probe_paths'] == [key, kept]
+
+
+@pytest.mark.parametrize('facts, exists', [
+    (Facts(server='sglang', stamp=stamp()), False),
+    (Facts(server='sglang', stamp=stamp('/etc/sglang/sglang.secret-args.yaml')), True),
+    (Facts(server='sglang', stamp=None), True),                        # not observed
+    (Facts(server='sglang', stamp=stamp(), lock_waited=True), True),   # another run held the lock since
+])
+def test_the_api_key_file_is_removed_only_where_it_may_be(facts, exists):
+    assert may_exist(facts, '/etc/sglang/sglang.secret-args.yaml') is exists
+    ctx = context(facts=facts, rollback=True)
+    remove_key_file(ctx)
+    # with a rollback possible: a copy kept, then the removal
+    assert [(name, args.get('state')) for name, args, dummy in ctx.host.calls] == (
+        [('ansible.legacy.copy', None), ('ansible.legacy.file', 'absent')] if exists else [])

@@ -1,0 +1,187 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r'''
+---
+module: sglang_service_layout
+short_description: Create an SGLang server's system account, its directories and its log file
+version_added: 0.3.0
+description:
+  - Makes, in one module run, the system group O(group), the system user O(user) in it (home O(home), not created;
+    shell O(shell); the groups of O(groups) that exist on the host appended, never removed), the directories of
+    O(directories) with their owner, group and mode (missing parents are made with them too), and the files of
+    O(files), created empty when missing, with their owner, group and mode (their times are left alone).
+  - Each part changes only what differs. The P(llmops.sglang.sglang_service#role) role runs it where it ran
+    M(ansible.builtin.group), M(ansible.builtin.getent), M(ansible.builtin.user) and M(ansible.builtin.file) (seven
+    module runs and four module payloads per host before).
+options:
+  user:
+    description: The system user. Leave it out to manage only the paths.
+    type: str
+  group:
+    description: The user's primary group (created as a system group when missing). Required with O(user).
+    type: str
+  home:
+    description: The user's home directory (not created: give it in O(directories)). Required with O(user).
+    type: path
+  shell:
+    description: The user's login shell.
+    type: path
+    default: /usr/sbin/nologin
+  groups:
+    description: Supplementary groups of the user, appended; a group the host does not have is left out.
+    type: list
+    elements: str
+    default: []
+  directories:
+    description: Directories, in order (a parent before what it holds).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The directory.
+        type: path
+        required: true
+      owner:
+        description: Its owner.
+        type: str
+        required: true
+      group:
+        description: Its group.
+        type: str
+        required: true
+      mode:
+        description: Its mode, octal, for example V('0750').
+        type: str
+        required: true
+  files:
+    description: Files created empty when missing, with their owner, group and mode, for example a log file.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: The file (its directory must exist or be in O(directories)).
+        type: path
+        required: true
+      owner:
+        description: Its owner.
+        type: str
+        required: true
+      group:
+        description: Its group.
+        type: str
+        required: true
+      mode:
+        description: Its mode, octal, for example V('0640').
+        type: str
+        required: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - llmops.sglang._attributes.MODULE
+attributes:
+  check_mode:
+    support: full
+    details: Reports what it would create or change and changes nothing.
+  diff_mode:
+    support: full
+    details: One entry per account or path it changes (before and after).
+notes:
+  - Linux with C(groupadd), C(useradd) and C(usermod) (shadow-utils). SELinux contexts and ACLs are left as they are.
+seealso:
+  - module: ansible.builtin.user
+  - module: ansible.builtin.file
+author:
+  - llmops.sglang contributors (@llmops)
+'''
+
+EXAMPLES = r'''
+- name: The server's account, directories and log file
+  llmops.sglang.sglang_service_layout:
+    user: sglang
+    group: sglang
+    home: /var/lib/sglang
+    groups: [video, render]
+    directories:
+      - {path: /etc/sglang, owner: root, group: root, mode: '0755'}
+      - {path: /var/lib/sglang, owner: sglang, group: sglang, mode: '0750'}
+      - {path: /var/log/sglang, owner: root, group: sglang, mode: '0750'}
+    files:
+      - {path: /var/log/sglang/sglang.log, owner: root, group: sglang, mode: '0640'}
+'''
+
+RETURN = r'''
+changes:
+  description: What it created or changed (or would, in check mode), in order.
+  returned: always
+  type: list
+  elements: str
+  sample: ["group sglang created", "user sglang created", "directory /var/lib/sglang created"]
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils.host import _layout as lay
+from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
+
+PATH_OPTIONS = dict(path=dict(type='path', required=True), owner=dict(type='str', required=True),
+                    group=dict(type='str', required=True), mode=dict(type='str', required=True))
+
+
+def _specs(module, items, kind):
+    out = []
+    for item in items:
+        try:
+            mode = int(str(item['mode']), 8)
+        except ValueError:
+            module.fail_json(msg='%s: mode %r is not an octal number; nothing was changed' % (item['path'], item['mode']))
+        out.append(lay.PathSpec(item['path'], item['owner'], item['group'], mode, kind))
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            user=dict(type='str'), group=dict(type='str'), home=dict(type='path'),
+            shell=dict(type='path', default='/usr/sbin/nologin'), groups=dict(type='list', elements='str', default=[]),
+            directories=dict(type='list', elements='dict', default=[], options=PATH_OPTIONS),
+            files=dict(type='list', elements='dict', default=[], options=PATH_OPTIONS),
+        ),
+        required_by=dict(user=('group', 'home')),
+        supports_check_mode=True,
+    )
+    p = module.params
+    specs = _specs(module, p['directories'], 'directory') + _specs(module, p['files'], 'file')
+    run = module_runner(module)
+    changes, diffs = [], []
+
+    def do(actions):
+        for action in actions:
+            if not module.check_mode:
+                lay.apply(action, run)
+            changes.append(action.what)
+            diffs.append({'before': action.before, 'after': action.after})
+
+    try:
+        if p['user']:
+            account = lay.Account(p['user'], p['group'], p['home'], p['shell'], tuple(p['groups']))
+            existing = set(g.gr_name for g in lay.grp.getgrall())
+            do(lay.decide_account(account, lay.observe_group(p['group']), lay.observe_user(p['user']), existing))
+        # decided one by one: a directory made above changes what the next one sees
+        for spec in specs:
+            do(lay.plan_paths([spec]))
+    except lay.LayoutError as err:
+        module.fail_json(msg=err.msg, changes=changes)
+    result = dict(changed=bool(changes), changes=changes)
+    if module._diff:
+        result['diff'] = diffs
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()
