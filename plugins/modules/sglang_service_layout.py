@@ -26,7 +26,7 @@ options:
     description: The user's primary group (created as a system group when missing). Required with O(user).
     type: str
   home:
-    description: The user's home directory (not created: give it in O(directories)). Required with O(user).
+    description: The user's home directory (not created; give it in O(directories)). Required with O(user).
     type: path
   shell:
     description: The user's login shell.
