@@ -13,8 +13,8 @@ version_added: 0.3.0
 description:
   - Makes, in one module run, the system group O(group), the system user O(user) in it (home O(home), not created;
     shell O(shell); the groups of O(groups) that exist on the host appended, never removed), the directories of
-    O(directories) with their owner, group and mode (missing parents are made with them too), and the files of
-    O(files), created empty when missing, with their owner, group and mode (their times are left alone).
+    O(paths) with their owner, group and mode (missing parents are made with them too), and the files of O(paths),
+    created empty when missing, with their owner, group and mode (their times are left alone).
   - Each part changes only what differs. The P(llmops.sglang.sglang_service#role) role runs it where it ran
     M(ansible.builtin.group), M(ansible.builtin.getent), M(ansible.builtin.user) and M(ansible.builtin.file) (seven
     module runs and four module payloads per host before).
@@ -26,7 +26,7 @@ options:
     description: The user's primary group (created as a system group when missing). Required with O(user).
     type: str
   home:
-    description: The user's home directory (not created; give it in O(directories)). Required with O(user).
+    description: The user's home directory (not created; give it in O(paths)). Required with O(user).
     type: path
   shell:
     description: The user's login shell.
@@ -37,16 +37,23 @@ options:
     type: list
     elements: str
     default: []
-  directories:
-    description: Directories, in order (a parent before what it holds).
+  paths:
+    description:
+      - Directories and files, in order (a parent before what it holds). A missing directory is made with its missing
+        parents, each with the same owner, group and mode; a missing file is created empty.
     type: list
     elements: dict
     default: []
     suboptions:
       path:
-        description: The directory.
+        description: The directory or file.
         type: path
         required: true
+      state:
+        description: V(directory) or V(file) (a file's directory must exist or come before it in O(paths)).
+        type: str
+        choices: [directory, file]
+        default: directory
       owner:
         description: Its owner.
         type: str
@@ -59,31 +66,14 @@ options:
         description: Its mode, octal, for example V('0750').
         type: str
         required: true
-  files:
-    description: Files created empty when missing, with their owner, group and mode, for example a log file.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      path:
-        description: The file (its directory must exist or be in O(directories)).
-        type: path
-        required: true
-      owner:
-        description: Its owner.
-        type: str
-        required: true
-      group:
-        description: Its group.
-        type: str
-        required: true
-      mode:
-        description: Its mode, octal, for example V('0640').
-        type: str
-        required: true
+notes:
+  - Linux with C(groupadd), C(useradd) and C(usermod) (shadow-utils). SELinux contexts and ACLs are left as they are.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.MODULE
+seealso:
+  - module: ansible.builtin.user
+  - module: ansible.builtin.file
 attributes:
   check_mode:
     support: full
@@ -91,11 +81,6 @@ attributes:
   diff_mode:
     support: full
     details: One entry per account or path it changes (before and after).
-notes:
-  - Linux with C(groupadd), C(useradd) and C(usermod) (shadow-utils). SELinux contexts and ACLs are left as they are.
-seealso:
-  - module: ansible.builtin.user
-  - module: ansible.builtin.file
 author:
   - llmops.sglang contributors (@llmops)
 '''
@@ -107,12 +92,11 @@ EXAMPLES = r'''
     group: sglang
     home: /var/lib/sglang
     groups: [video, render]
-    directories:
+    paths:
       - {path: /etc/sglang, owner: root, group: root, mode: '0755'}
       - {path: /var/lib/sglang, owner: sglang, group: sglang, mode: '0750'}
       - {path: /var/log/sglang, owner: root, group: sglang, mode: '0750'}
-    files:
-      - {path: /var/log/sglang/sglang.log, owner: root, group: sglang, mode: '0640'}
+      - {path: /var/log/sglang/sglang.log, state: file, owner: root, group: sglang, mode: '0640'}
 '''
 
 RETURN = r'''
@@ -129,18 +113,18 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.host import _layout as lay
 from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
 
-PATH_OPTIONS = dict(path=dict(type='path', required=True), owner=dict(type='str', required=True),
-                    group=dict(type='str', required=True), mode=dict(type='str', required=True))
+PATH_OPTIONS = dict(path=dict(type='path', required=True), state=dict(type='str', choices=['directory', 'file'], default='directory'),
+                    owner=dict(type='str', required=True), group=dict(type='str', required=True), mode=dict(type='str', required=True))
 
 
-def _specs(module, items, kind):
+def _specs(module, items):
     out = []
     for item in items:
         try:
             mode = int(str(item['mode']), 8)
         except ValueError:
             module.fail_json(msg='%s: mode %r is not an octal number; nothing was changed' % (item['path'], item['mode']))
-        out.append(lay.PathSpec(item['path'], item['owner'], item['group'], mode, kind))
+        out.append(lay.PathSpec(item['path'], item['owner'], item['group'], mode, item['state']))
     return out
 
 
@@ -149,14 +133,13 @@ def main():
         argument_spec=dict(
             user=dict(type='str'), group=dict(type='str'), home=dict(type='path'),
             shell=dict(type='path', default='/usr/sbin/nologin'), groups=dict(type='list', elements='str', default=[]),
-            directories=dict(type='list', elements='dict', default=[], options=PATH_OPTIONS),
-            files=dict(type='list', elements='dict', default=[], options=PATH_OPTIONS),
+            paths=dict(type='list', elements='dict', default=[], options=PATH_OPTIONS),
         ),
         required_by=dict(user=('group', 'home')),
         supports_check_mode=True,
     )
     p = module.params
-    specs = _specs(module, p['directories'], 'directory') + _specs(module, p['files'], 'file')
+    specs = _specs(module, p['paths'])
     run = module_runner(module)
     changes, diffs = [], []
 

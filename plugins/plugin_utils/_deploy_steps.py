@@ -433,10 +433,11 @@ def layout_args(ctx: Context) -> Dict[str, Any]:
     dirs = [(inputs.config_dir, 'root', 'root', '0755'), (inputs.working_directory, inputs.user, inputs.group, '0750')]
     if inputs.log_path:
         dirs.append((inputs.log_path.rsplit('/', 1)[0] or '/', 'root', inputs.group, '0750'))
-    args['directories'] = [{'path': path, 'owner': owner, 'group': group, 'mode': mode} for path, owner, group, mode in dirs]
-    # SGLang logs its server_args (an API key read through --config among them): readable by root and the service's
-    # group only, before systemd's append: creates it world-readable
-    args['files'] = [{'path': inputs.log_path, 'owner': 'root', 'group': inputs.group, 'mode': '0640'}] if inputs.log_path else []
+    args['paths'] = [{'path': path, 'owner': owner, 'group': group, 'mode': mode} for path, owner, group, mode in dirs]
+    if inputs.log_path:
+        # SGLang logs its server_args (an API key read through --config among them): readable by root and the service's
+        # group only, before systemd's append: creates it world-readable
+        args['paths'].append({'path': inputs.log_path, 'state': 'file', 'owner': 'root', 'group': inputs.group, 'mode': '0640'})
     return args
 
 

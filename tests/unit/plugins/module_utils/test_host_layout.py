@@ -76,8 +76,8 @@ def test_a_file_that_is_a_directory_is_refused(tmp_path):
 def test_the_module_makes_directories_and_log_once_and_check_mode_writes_nothing(capsys, tmp_path):
     owner, group = me()
     logs = tmp_path / 'log'
-    args = {'directories': [{'path': str(logs), 'owner': owner, 'group': group, 'mode': '0750'}],
-            'files': [{'path': str(logs / 'sglang.log'), 'owner': owner, 'group': group, 'mode': '0640'}]}
+    args = {'paths': [{'path': str(logs), 'owner': owner, 'group': group, 'mode': '0750'},
+                      {'path': str(logs / 'sglang.log'), 'state': 'file', 'owner': owner, 'group': group, 'mode': '0640'}]}
     dry = run_in_process(sglang_service_layout.main, capsys, args, True, True)
     assert dry['changed'] and dry['changes'] == ['directory %s created' % logs, 'file %s created' % (logs / 'sglang.log')]
     assert [d['before']['state'] for d in dry['diff']] == ['absent', 'absent']
