@@ -72,9 +72,23 @@ options:
     choices: [auto, metrics, get_load]
     default: auto
   drain_interval:
-    description: Seconds between two readings of a draining server.
+    description: Seconds between two readings of a draining server while it still has requests in flight.
     type: float
-    default: 0.5
+    default: 0.1
+  drain_idle_spacing:
+    description:
+      - Seconds between a reading that says nothing is in flight and the reading that confirms it (two in a row end the
+        drain). Keeps a request that was on its way to the server when it left rotation from being missed, however short
+        O(drain_interval) is.
+    type: float
+    default: 0.25
+  poll_interval:
+    description:
+      - Seconds between two reads of the gateway's C(GET /workers) while waiting for it to report the workers out of
+        (or back in) rotation. The call goes to the gateway's own host; the gateway registers a worker in the background
+        and reports it within a read or two.
+    type: float
+    default: 0.1
   timeout:
     description: With O(state=in), seconds the gateway may take to report the workers in rotation.
     type: float
@@ -197,7 +211,7 @@ def take_out(p, rotation, wanted, out):
     if not step.verdict.done:
         return 'the gateway still routes to %s' % ', '.join(step.verdict.waiting)
     settings = DrainSettings(timeout=p['drain_timeout'], policy=p['drain_policy'], interval=p['drain_interval'],
-                             max_wait=max(p['drain_max_wait'], p['drain_timeout']))
+                             max_wait=max(p['drain_max_wait'], p['drain_timeout']), idle_spacing=p['drain_idle_spacing'])
     drains = drain_all([w.url for w in wanted], settings, p['drain_source'], p['worker_api_key'])
     out['drains'] = [dict(url=url, **drains[url].to_json()) for url in (w.url for w in wanted)]
     out['at'] = time.time()
@@ -234,7 +248,9 @@ def main():
             drain_policy=dict(type='str', choices=['wait', 'proceed', 'fail'], default='fail'),
             drain_max_wait=dict(type='float', default=3600.0),
             drain_source=dict(type='str', choices=['auto', 'metrics', 'get_load'], default='auto'),
-            drain_interval=dict(type='float', default=0.5),
+            drain_interval=dict(type='float', default=0.1),
+            drain_idle_spacing=dict(type='float', default=0.25),
+            poll_interval=dict(type='float', default=0.1),
             timeout=dict(type='float', default=120.0),
             prove=dict(type='bool', default=True),
             attempts=dict(type='int', default=12),
@@ -247,7 +263,7 @@ def main():
         wanted = [Wanted.from_option(item) for item in p['workers']]
     except ValueError as exc:
         module.fail_json(msg='workers: %s' % exc)
-    rotation = Rotation(ControlPlane(p['url'], p['admin_key'], validate_certs=p['validate_certs']))
+    rotation = Rotation(ControlPlane(p['url'], p['admin_key'], validate_certs=p['validate_certs']), interval=p['poll_interval'])
     out = dict(changed=False, ok=False, removed=[], added=[], waited=0.0, verdict={}, drains=[], proofs=[], at=time.time())
     try:
         problem = (take_out if p['state'] == 'out' else put_in)(p, rotation, wanted, out)

@@ -5,8 +5,10 @@
 """The drain of one SGLang server taken out of the gateway's rotation: wait until it has nothing in flight.
 
 The gateway's own removal only waits ``drain_settle_secs``, a fixed sleep; this reads the server itself: its running
-and waiting requests (``/metrics`` with ``--enable-metrics``, else ``/get_load``), every ``interval`` seconds, until
-``idle_readings`` readings in a row say 0. Past ``timeout`` the ``policy`` decides: ``proceed`` (go on with the change,
+and waiting requests (``/metrics`` with ``--enable-metrics``, else ``/get_load``), every ``interval`` seconds while it
+is busy, until ``idle_readings`` readings in a row say 0; a reading that confirms an idle one comes ``idle_spacing``
+seconds after it (default: ``interval``), so a short poll interval ends the drain soon after the last request without
+shortening the time a request in transit has to show up between two idle readings. Past ``timeout`` the ``policy`` decides: ``proceed`` (go on with the change,
 saying how many still run: SGLang lets them end after SIGTERM within the unit's stop timeout), ``fail`` (stop here,
 nothing was changed), ``wait`` (keep waiting until idle, up to ``max_wait``, then fail). Whatever the policy, the result
 says how many requests were still in flight when ``timeout`` passed (``at_timeout``) and the policy it followed, so a
@@ -38,6 +40,13 @@ class DrainSettings:
     interval: float = 0.5
     idle_readings: int = 2
     max_wait: float = 3600.0
+    idle_spacing: Optional[float] = None  # seconds before a reading that confirms an idle one (None: ``interval``)
+
+    def pause_after(self, reading: 'Reading') -> float:
+        """Seconds to wait before the next reading: ``idle_spacing`` after an idle reading, else ``interval``."""
+        if reading.busy == 0 and self.idle_spacing is not None:
+            return self.idle_spacing
+        return self.interval
 
 
 @dataclass
@@ -169,7 +178,7 @@ class Drainer:
             decision = decide(readings, self.settings)
             if decision.action != 'continue':
                 break
-            self.sleep(self.settings.interval)
+            self.sleep(self.settings.pause_after(readings[-1]))
         busy = [r.busy for r in readings if r.busy is not None]
         bound = next((r for r in readings if r.at >= self.settings.timeout), None)
         at_timeout = None if bound is None or (decision.action == 'idle' and bound is readings[-1]) else bound.busy

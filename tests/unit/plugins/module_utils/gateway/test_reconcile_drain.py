@@ -138,3 +138,24 @@ def test_a_drain_idle_within_its_bound_has_nothing_at_the_bound(clock):
     result = drain.Drainer(lambda: (next(loads), None, False), settings(timeout=2, policy='wait', interval=0.5),
                            'metrics', clock, clock.sleep).run()
     assert (result.outcome, result.seconds, result.at_timeout) == ('idle', 2.0, None)
+
+
+def test_drainer_reads_often_while_busy_and_spaces_the_reading_that_confirms_idle(clock):
+    # busy readings every interval; the reading after an idle one comes idle_spacing later; a busy one in between starts over
+    loads = iter([Load(2, 0), Load(1, 0), Load(0, 0), Load(1, 0), Load(0, 0), Load(0, 0)])
+    result = drain.Drainer(lambda: (next(loads), None, False), settings(interval=0.1, idle_spacing=0.25), 'metrics',
+                           clock, clock.sleep).run()
+    assert [r.at for r in result.readings] == [0.0, 0.1, 0.2, 0.45, 0.55, 0.8]
+    assert (result.outcome, result.seconds, result.drained) == ('idle', 0.8, 2)
+    # without idle_spacing every reading is interval apart, as before
+    loads = iter([Load(1, 0), Load(0, 0), Load(0, 0)])
+    result = drain.Drainer(lambda: (next(loads), None, False), settings(interval=0.5), 'metrics', clock, clock.sleep).run()
+    assert [r.at for r in result.readings] == [0.0, 0.5, 1.0]
+
+
+def test_an_unread_server_is_read_again_at_the_busy_interval(clock):
+    # an error is not idle: no spacing for it, and the drain never ends on it
+    reads = iter([(None, 'timed out', False), (Load(0, 0), None, False), (Load(0, 0), None, False)])
+    result = drain.Drainer(lambda: next(reads), settings(interval=0.1, idle_spacing=0.25), 'metrics', clock, clock.sleep).run()
+    assert [r.at for r in result.readings] == [0.0, 0.1, 0.35]
+    assert result.outcome == 'idle'

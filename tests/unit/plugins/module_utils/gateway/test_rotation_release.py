@@ -76,6 +76,23 @@ def test_a_worker_that_does_not_come_back_ends_the_wait_at_its_bound(clock):
     assert (step.verdict.done, step.verdict.waiting, step.waited) == (False, {A: 'not registered'}, 5.0)
 
 
+def test_the_wait_reads_the_gateway_at_its_own_interval(clock):
+    # the gateway registers a worker in the background: here it reports it at the third read after the POST; the wait
+    # ends at that read, 0.2 s after the first with a 0.1 s interval (the module's poll_interval), not 2 s
+    plane = FakePlane([ready(B, 'b')])
+    reads = []
+    workers = plane.workers
+
+    def slow():
+        reads.append(clock())
+        return workers() if len(reads) >= 4 else [w for w in workers() if w.url != A]
+
+    plane.workers = slow
+    back = Rotation(plane, 0.1, clock, clock.sleep).step([Wanted(A)], 'present', 30)
+    assert back.verdict.done and back.waited == pytest.approx(0.2)
+    assert len(reads) == 4  # the read before the POST, then three
+
+
 def test_the_control_plane_capability_is_read_from_the_release_s_own_files(tmp_path):
     assert capabilities('p.add_argument("--control-plane-api-keys")  # control_plane_api_keys') == {'control_plane': True}
     assert capabilities('p.add_argument("--api-key")') == {'control_plane': False}
