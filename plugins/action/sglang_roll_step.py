@@ -4,14 +4,15 @@
 
 """llmops.sglang.sglang_roll_step: the controller's part of a rolling change - which workers of a batch go back into
 rotation (and putting them back, with llmops.sglang.sglang_gateway_rotation run on the gateway's host), whether the roll
-goes on, and the table at the end."""
+goes on (and, when it does, taking the next batch out of rotation and draining it in the same task), and the table at
+the end."""
 
 from __future__ import annotations
 
 import json
 import time
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -30,6 +31,12 @@ ARGUMENT_SPEC = dict(
         admin_key=dict(type='str', no_log=True),
         api_key=dict(type='str', no_log=True),
         timeout=dict(type='float', default=120.0),
+    )),
+    next=dict(type='dict', default={}, options=dict(
+        batch=dict(type='dict', default={}),
+        min_in_service=dict(type='int', default=0),
+        drain_timeout=dict(type='float', default=120.0),
+        drain_policy=dict(type='str', default='fail', choices=['wait', 'proceed', 'fail']),
     )),
     plan=dict(type='dict'),
     rows=dict(type='list', elements='dict', default=[]),
@@ -94,7 +101,31 @@ class ActionModule(ActionBase):
                 wait=False), task_vars)
             changed = changed or bool(gone.get('changed'))
         back = dict((k, v) for k, v in back.items() if k not in ('invocation', '_ansible_no_log'))
-        return dict(verdict, back=back, changed=changed)
+        out = dict(verdict, back=back, changed=changed)
+        if not verdict['stop'] and (args.get('next') or {}).get('batch'):
+            out['next_out'] = self.take_out_next(args['next'], gateway, task_vars)
+            out['changed'] = changed or bool(out['next_out']['result'].get('changed'))
+        return out
+
+    def take_out_next(self, nxt, gateway, task_vars):
+        """The next batch out of rotation and drained (sglang_gateway_rotation state=out), once this batch is back and
+        proven: the step the next batch would otherwise begin with, in this task's call on the gateway's host. Its result
+        is kept as the next batch's removal (roll_batch.yml), with what a failed removal or drain said: that batch then
+        leaves its servers untouched and stops the roll, as when it takes itself out."""
+        batch = nxt['batch']
+        workers = [dict((k, w[k]) for k in ('url', 'worker_type', 'bootstrap_port') if w.get(k) is not None)
+                   for w in batch.get('workers') or []]
+        try:
+            res = self._module('sglang_gateway_rotation', dict(
+                url=gateway['url'], admin_key=gateway.get('admin_key'), worker_api_key=gateway.get('api_key'),
+                workers=workers, state='out', min_in_service=nxt['min_in_service'], drain_timeout=nxt['drain_timeout'],
+                drain_policy=nxt['drain_policy']), task_vars)
+        except AnsibleError as err:
+            res = dict(msg='the gateway\'s host could not take the batch out: %s' % err, drains=[], removed=[])
+        res = dict((k, v) for k, v in res.items() if k not in ('invocation', '_ansible_no_log', 'failed'))
+        display.display('batch %s (%s): %s' % (batch.get('index'), ', '.join(batch.get('names') or []),
+                                               res.get('msg') or 'taken out of rotation'))
+        return dict(index=batch.get('index'), result=res)
 
     def decide(self, args, task_vars):
         batch = args['batch'] or {}

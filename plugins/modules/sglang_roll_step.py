@@ -21,7 +21,10 @@ description:
     (M(llmops.sglang.sglang_gateway_rotation) O(llmops.sglang.sglang_gateway_rotation#module:state=in), run on the task's
     host), says whether the roll goes on (it stops on a failed drain, a failed or rolled-back change, a worker that did
     not return), takes a worker that did not return out of rotation again, prints one line per worker, and keeps the
-    rows so far in the fact C(sglang_roll_state). One task per batch for all of it.
+    rows so far in the fact C(sglang_roll_state). When the roll goes on and O(next) names the next batch, takes that
+    batch out of rotation and drains it in the same task (M(llmops.sglang.sglang_gateway_rotation)
+    O(llmops.sglang.sglang_gateway_rotation#module:state=out), the same call the next batch would begin with), and
+    returns what it did as RV(next_out). One task per batch for all of it.
   - O(phase=report) - prints the roll's table, one row per worker of O(plan) in the inventory's order (a worker the roll
     did not reach is C(untouched), a worker the plan left alone because its deployment would not change C(unchanged)),
     and returns the rows (written as JSON to O(path) too).
@@ -61,6 +64,30 @@ options:
     type: list
     elements: dict
     default: []
+  next:
+    description:
+      - With O(phase=return), the batch after this one, taken out of rotation and drained once this batch is back and
+        proven and the roll goes on. Empty O(next.batch) (the last batch) takes nothing out.
+    type: dict
+    default: {}
+    suboptions:
+      batch:
+        description: The next batch (an entry of RV(llmops.sglang.sglang_roll_plan#module:batches)).
+        type: dict
+        default: {}
+      min_in_service:
+        description: As O(llmops.sglang.sglang_gateway_rotation#module:min_in_service).
+        type: int
+        default: 0
+      drain_timeout:
+        description: As O(llmops.sglang.sglang_gateway_rotation#module:drain_timeout).
+        type: float
+        default: 120
+      drain_policy:
+        description: As O(llmops.sglang.sglang_gateway_rotation#module:drain_policy).
+        type: str
+        choices: [wait, proceed, fail]
+        default: fail
   plan:
     description: With O(phase=report), the registered result of M(llmops.sglang.sglang_roll_plan).
     type: dict
@@ -123,5 +150,13 @@ take_out:
 back:
   description: With O(phase=return), the result of putting the workers back (as M(llmops.sglang.sglang_gateway_rotation) returns it).
   returned: phase=return
+  type: dict
+next_out:
+  description:
+    - With O(phase=return), when the roll goes on and O(next) named a batch - C(index) (the batch's) and C(result) (what
+      M(llmops.sglang.sglang_gateway_rotation) O(llmops.sglang.sglang_gateway_rotation#module:state=out) returned for it:
+      RV(llmops.sglang.sglang_gateway_rotation#module:drains), C(msg), ...; a refusal or a failed drain is in it, not
+      raised).
+  returned: when the next batch was taken out
   type: dict
 '''
