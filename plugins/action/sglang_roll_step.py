@@ -17,7 +17,8 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.sglang.plugins.action.sglang_run_report import write_rows
-from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import WorkerOutcome, judge, report_rows, worker_outcome
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
+    WorkerOutcome, judge, may_go_on, report_rows, worker_outcome)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
 display = Display()
@@ -56,6 +57,15 @@ def host_facts(hostvars, hosts):
     return out
 
 
+def api_worker(worker):
+    """A worker of a batch as llmops.sglang.sglang_gateway_rotation takes it."""
+    return dict((k, worker[k]) for k in ('url', 'worker_type', 'bootstrap_port') if worker.get(k) is not None)
+
+
+def next_workers(nxt):
+    return [api_worker(w) for w in ((nxt or {}).get('batch') or {}).get('workers') or []]
+
+
 def outcome_from(data):
     return WorkerOutcome(**dict((k, v) for k, v in data.items() if k in WorkerOutcome.__dataclass_fields__))
 
@@ -87,12 +97,21 @@ class ActionModule(ActionBase):
         if not gateway.get('url'):
             raise AnsibleActionFail('phase return needs gateway.url (the gateway the batch goes back into)')
         decided = self.decide(args, task_vars)
+        nxt = args.get('next') or {}
+        # the next batch rides on the same call when nothing but the return can stop the roll any more: the module takes
+        # it out only once every worker put back is in rotation and proven (the rest of judge's conditions)
+        then_out = next_workers(nxt) if decided['workers'] and may_go_on(decided['outcomes']) else []
         back = {'verdict': {'done': True}}
         if decided['workers']:
-            back = self._module('sglang_gateway_rotation', dict(
+            options = dict(
                 url=gateway['url'], admin_key=gateway.get('admin_key'), api_key=gateway.get('api_key'),
                 worker_api_key=gateway.get('api_key'), workers=decided['workers'], state='in',
-                timeout=gateway.get('timeout') or 120.0), task_vars)
+                timeout=gateway.get('timeout') or 120.0)
+            if then_out:
+                options.update(then_out=then_out, min_in_service=nxt['min_in_service'], drain_timeout=nxt['drain_timeout'],
+                               drain_policy=nxt['drain_policy'])
+            back = self._module('sglang_gateway_rotation', options, task_vars)
+        then = back.pop('then', None)
         verdict = self.judge(decided['outcomes'], back, args['rows'])
         changed = bool(back.get('changed'))
         if verdict['take_out']:
@@ -102,30 +121,41 @@ class ActionModule(ActionBase):
             changed = changed or bool(gone.get('changed'))
         back = dict((k, v) for k, v in back.items() if k not in ('invocation', '_ansible_no_log'))
         out = dict(verdict, back=back, changed=changed)
-        if not verdict['stop'] and (args.get('next') or {}).get('batch'):
-            out['next_out'] = self.take_out_next(args['next'], gateway, task_vars)
+        if then is not None and verdict['stop']:
+            # not reached: the module takes the next batch out only once this one is back and proven, which is all the
+            # verdict still waited for; were it reached, the next batch (drained, never changed) goes back at once
+            self._module('sglang_gateway_rotation', dict(
+                url=gateway['url'], admin_key=gateway.get('admin_key'), worker_api_key=gateway.get('api_key'),
+                workers=next_workers(nxt), state='in', prove=False, timeout=gateway.get('timeout') or 120.0), task_vars)
+        if not verdict['stop'] and nxt.get('batch'):
+            if then is not None:
+                out['next_out'] = self.kept(nxt['batch'], then)
+            else:  # not taken out by the call above (the batch put nothing back): a call of its own
+                out['next_out'] = self.take_out_next(nxt, gateway, task_vars)
             out['changed'] = changed or bool(out['next_out']['result'].get('changed'))
         return out
+
+    @staticmethod
+    def kept(batch, res):
+        """The next batch's removal as the batch reads it (roll_batch.yml), and its line on the screen."""
+        res = dict((k, v) for k, v in res.items() if k not in ('invocation', '_ansible_no_log', 'failed'))
+        display.display('batch %s (%s): %s' % (batch.get('index'), ', '.join(batch.get('names') or []),
+                                               res.get('msg') or 'taken out of rotation'))
+        return dict(index=batch.get('index'), result=res)
 
     def take_out_next(self, nxt, gateway, task_vars):
         """The next batch out of rotation and drained (sglang_gateway_rotation state=out), once this batch is back and
         proven: the step the next batch would otherwise begin with, in this task's call on the gateway's host. Its result
         is kept as the next batch's removal (roll_batch.yml), with what a failed removal or drain said: that batch then
         leaves its servers untouched and stops the roll, as when it takes itself out."""
-        batch = nxt['batch']
-        workers = [dict((k, w[k]) for k in ('url', 'worker_type', 'bootstrap_port') if w.get(k) is not None)
-                   for w in batch.get('workers') or []]
         try:
             res = self._module('sglang_gateway_rotation', dict(
                 url=gateway['url'], admin_key=gateway.get('admin_key'), worker_api_key=gateway.get('api_key'),
-                workers=workers, state='out', min_in_service=nxt['min_in_service'], drain_timeout=nxt['drain_timeout'],
-                drain_policy=nxt['drain_policy']), task_vars)
+                workers=next_workers(nxt), state='out', min_in_service=nxt['min_in_service'],
+                drain_timeout=nxt['drain_timeout'], drain_policy=nxt['drain_policy']), task_vars)
         except AnsibleError as err:
             res = dict(msg='the gateway\'s host could not take the batch out: %s' % err, drains=[], removed=[])
-        res = dict((k, v) for k, v in res.items() if k not in ('invocation', '_ansible_no_log', 'failed'))
-        display.display('batch %s (%s): %s' % (batch.get('index'), ', '.join(batch.get('names') or []),
-                                               res.get('msg') or 'taken out of rotation'))
-        return dict(index=batch.get('index'), result=res)
+        return self.kept(nxt['batch'], res)
 
     def decide(self, args, task_vars):
         batch = args['batch'] or {}
@@ -142,9 +172,7 @@ class ActionModule(ActionBase):
                 out.reason = 'not taken out of rotation: %s' % removal['msg']
         serving = [o for o in outcomes if o.serves]
         workers = [w for w in batch.get('workers') or [] if any(o.name == w['name'] for o in serving)]
-        return dict(outcomes=outcomes,
-                    workers=[dict((k, w[k]) for k in ('url', 'worker_type', 'bootstrap_port') if w.get(k) is not None)
-                             for w in workers])
+        return dict(outcomes=outcomes, workers=[api_worker(w) for w in workers])
 
     @staticmethod
     def judge(outcomes, back, earlier_rows):

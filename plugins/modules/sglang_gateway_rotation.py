@@ -93,6 +93,15 @@ options:
     description: With O(state=in), seconds the gateway may take to report the workers in rotation.
     type: float
     default: 120
+  then_out:
+    description:
+      - With O(state=in), workers to take out of rotation and drain once every one of O(workers) is back and proven, in
+        the same call (as O(state=out) with O(min_in_service), O(drain_timeout), O(drain_policy)): the next batch of a
+        rolling change. Nothing is taken out when a worker of O(workers) did not return or no request reached it.
+      - What happened to them is RV(then), not a failure of this call.
+    type: list
+    elements: raw
+    default: []
   prove:
     description: With O(state=in), prove that a request through the gateway reaches each worker.
     type: bool
@@ -184,6 +193,14 @@ proofs:
   returned: always
   type: list
   elements: dict
+then:
+  description:
+    - With O(state=in) and O(then_out), once every worker was back and proven - the result of taking O(then_out) out of
+      rotation and draining it, with the keys of an O(state=out) call (RV(ok), RV(removed), RV(verdict), RV(waited),
+      RV(drains), RV(at), RV(msg)); a refusal or a failed drain is in it (RV(ok) false), and C(kind) for an error of the
+      control plane.
+  returned: when O(then_out) was taken out
+  type: dict
 at:
   description: Epoch seconds when the step ended (O(state=out)) or began (O(state=in)), on the gateway's host.
   returned: always
@@ -234,6 +251,34 @@ def put_in(p, rotation, wanted, out):
     return ''
 
 
+def out_message(drains):
+    return 'out of rotation and drained: %s' % '; '.join(
+        '%s %s after %.1fs (%s request(s) drained%s)' % (
+            d['url'], d['outcome'], d['seconds'], d['drained'],
+            '; %s in flight at drain_timeout, policy %s' % (d['at_timeout'], d['policy']) if d['at_timeout'] is not None else '')
+        for d in drains)
+
+
+def empty_result():
+    return dict(changed=False, ok=False, removed=[], added=[], waited=0.0, verdict={}, drains=[], proofs=[], at=time.time())
+
+
+def then_take_out(p, rotation, wanted):
+    """O(then_out) out of rotation and drained, as a call with state=out would: its result, never raised."""
+    nxt = empty_result()
+    try:
+        problem = take_out(p, rotation, wanted, nxt)
+    except Refused as err:
+        problem = str(err)
+    except ControlPlaneError as err:
+        problem = str(err)
+        nxt['kind'] = err.kind
+    nxt['changed'] = bool(nxt['removed'])
+    nxt['ok'] = not problem
+    nxt['msg'] = problem or out_message(nxt['drains'])
+    return nxt
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -252,6 +297,7 @@ def main():
             drain_idle_spacing=dict(type='float', default=0.25),
             poll_interval=dict(type='float', default=0.1),
             timeout=dict(type='float', default=120.0),
+            then_out=dict(type='list', elements='raw', default=[]),
             prove=dict(type='bool', default=True),
             attempts=dict(type='int', default=12),
             request_timeout=dict(type='float', default=60.0),
@@ -261,10 +307,13 @@ def main():
     p = module.params
     try:
         wanted = [Wanted.from_option(item) for item in p['workers']]
+        then_wanted = [Wanted.from_option(item) for item in p['then_out']]
     except ValueError as exc:
         module.fail_json(msg='workers: %s' % exc)
+    if then_wanted and p['state'] != 'in':
+        module.fail_json(msg='then_out goes with state=in (the workers to take out once these are back and proven)')
     rotation = Rotation(ControlPlane(p['url'], p['admin_key'], validate_certs=p['validate_certs']), interval=p['poll_interval'])
-    out = dict(changed=False, ok=False, removed=[], added=[], waited=0.0, verdict={}, drains=[], proofs=[], at=time.time())
+    out = empty_result()
     try:
         problem = (take_out if p['state'] == 'out' else put_in)(p, rotation, wanted, out)
     except Refused as err:
@@ -275,12 +324,11 @@ def main():
     if problem:
         module.fail_json(msg=problem, **out)
     out['ok'] = True
+    if p['state'] == 'in' and then_wanted:
+        out['then'] = then_take_out(p, rotation, then_wanted)
+        out['changed'] = out['changed'] or out['then']['changed']
     if p['state'] == 'out':
-        out['msg'] = 'out of rotation and drained: %s' % '; '.join(
-            '%s %s after %.1fs (%s request(s) drained%s)' % (
-                d['url'], d['outcome'], d['seconds'], d['drained'],
-                '; %s in flight at drain_timeout, policy %s' % (d['at_timeout'], d['policy']) if d['at_timeout'] is not None else '')
-            for d in out['drains'])
+        out['msg'] = out_message(out['drains'])
     else:
         proven = ', proven' if p['prove'] else ''
         out['msg'] = 'back in rotation after %.1fs%s: %s' % (out['waited'], proven, ', '.join(w.url for w in wanted))

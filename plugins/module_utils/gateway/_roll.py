@@ -490,6 +490,15 @@ def judge(outcomes: List[WorkerOutcome], back: Dict[str, Any]) -> Tuple[str, str
     return verdict[0], verdict[1], take_out
 
 
+def may_go_on(outcomes: List[WorkerOutcome]) -> bool:
+    """Before the batch is put back: whether the roll goes on once every worker that serves is back in rotation and
+    proven - ``batch_verdict`` less the return (every worker left rotation, drained or past its bound with
+    ``proceed``, changed or found unchanged, and serves). The next batch may then leave rotation in the same call as
+    this one's return, which takes it out only once that return succeeded."""
+    return bool(outcomes) and all(
+        o.drain in ('idle', 'proceed') and o.change not in ('rolled back', 'failed', 'not run') and o.serves for o in outcomes)
+
+
 def batch_verdict(outcomes: List[WorkerOutcome]) -> Tuple[str, str]:
     """(``continue`` | ``stop``, why). A batch stops the roll when a drain failed, a change failed or was rolled back,
     or a worker did not return to rotation."""

@@ -26,7 +26,8 @@ NEXT = {'batch': batch(2, 'w2', B), 'min_in_service': 1, 'drain_timeout': 30.0, 
 
 
 def action(answers):
-    """An ActionModule whose module runs are answered from ``answers`` (module state -> result or exception)."""
+    """An ActionModule whose module runs are answered from ``answers`` (module state -> result or exception); a call
+    with ``then_out`` is answered with ``answers['then']`` as its ``then`` when there is one."""
     act = ActionModule.__new__(ActionModule)
     act.calls = []
 
@@ -36,7 +37,10 @@ def action(answers):
         answer = answers[key]
         if isinstance(answer, Exception):
             raise answer
-        return dict(answer)
+        answer = dict(answer)
+        if module_args.get('then_out') and 'then' in answers and not answer.get('failed'):
+            answer['then'] = dict(answers['then'])
+        return answer
 
     act._module = module
     return act
@@ -56,44 +60,69 @@ OUT = {'changed': True, 'ok': True, 'removed': [B], 'msg': 'out of rotation and 
        'drains': [{'url': B, 'outcome': 'idle', 'seconds': 0.6, 'drained': 2}], 'invocation': {'module_args': {}}}
 
 
-def test_the_next_batch_leaves_rotation_once_this_one_is_back_and_proven():
-    act = action({'in': BACK, 'out': OUT})
+def test_the_next_batch_leaves_rotation_in_the_call_that_puts_this_one_back():
+    act = action({'in': BACK, 'then': OUT})
     got = act.put_back(*args(READY, NEXT))
-    assert not got['stop'] and [c[1] for c in act.calls] == ['in', 'out']  # back and proven first, then the next out
-    _name, _state, out_args = act.calls[1]
-    assert out_args['workers'] == [{'url': B, 'worker_type': 'regular'}]
-    assert (out_args['min_in_service'], out_args['drain_timeout'], out_args['drain_policy']) == (1, 30.0, 'fail')
-    assert out_args['worker_api_key'] == 'k' and out_args['admin_key'] == 'adm'
+    assert not got['stop'] and [c[1] for c in act.calls] == ['in']  # one call on the gateway's host
+    _name, _state, call = act.calls[0]
+    assert call['workers'] == [{'url': A, 'worker_type': 'regular'}]
+    assert call['then_out'] == [{'url': B, 'worker_type': 'regular'}]
+    assert (call['min_in_service'], call['drain_timeout'], call['drain_policy']) == (1, 30.0, 'fail')
+    assert call['worker_api_key'] == 'k' and call['admin_key'] == 'adm'
     assert got['next_out']['index'] == 2
     assert got['next_out']['result']['drains'][0]['outcome'] == 'idle'
     assert 'invocation' not in got['next_out']['result'] and 'failed' not in got['next_out']['result']
+    assert 'then' not in got['back'] and got['rows'][0]['status'] == 'rolled'
+
+
+def test_a_module_that_did_not_take_the_next_batch_out_is_followed_by_a_call_of_its_own():
+    act = action({'in': BACK, 'out': OUT})  # answers without 'then'
+    got = act.put_back(*args(READY, NEXT))
+    assert [c[1] for c in act.calls] == ['in', 'out']
+    _name, _state, out_args = act.calls[1]
+    assert out_args['workers'] == [{'url': B, 'worker_type': 'regular'}] and out_args['drain_timeout'] == 30.0
+    assert got['next_out']['index'] == 2 and got['next_out']['result']['removed'] == [B]
 
 
 def test_a_batch_that_stops_the_roll_takes_nothing_else_out():
     rolled_back = {'outcome': 'rolled back', 'status': 'crashed', 'rollback': {'after': {'status': 'ready'}, 'msg': 'x'}}
     failed = {'outcome': 'restarted', 'status': 'crashed', 'msg': 'the server crashed'}
     for result in (rolled_back, failed):
-        act = action({'in': BACK, 'out': OUT, 'absent': {'changed': False}})
+        act = action({'in': BACK, 'then': OUT, 'out': OUT, 'absent': {'changed': False}})
         got = act.put_back(*args(result, NEXT))
         assert got['stop'] and 'next_out' not in got
         assert 'out' not in [c[1] for c in act.calls]
-    # a worker that does not come back stops it too (and is taken out again), the next batch stays in rotation
-    act = action({'in': dict(BACK, proofs=[{'worker': A, 'ok': False, 'reason': 'none reached it'}]), 'out': OUT,
-                  'absent': {'changed': True}})
+        assert not any(c[2].get('then_out') for c in act.calls)  # a rolled-back canary goes back alone
+    # a worker that does not come back: the module fails the return and takes nothing out; the roll stops and the worker
+    # is taken out again
+    act = action({'in': dict(BACK, failed=True, proofs=[{'worker': A, 'ok': False, 'reason': 'none reached it'}]),
+                  'then': OUT, 'out': OUT, 'absent': {'changed': True}})
     got = act.put_back(*args(READY, NEXT))
     assert got['stop'] and got['take_out'] == [A] and 'next_out' not in got
     assert [c[1] for c in act.calls] == ['in', 'absent']
 
 
+def test_a_next_batch_out_while_the_verdict_stops_goes_back_at_once():
+    # the module's 'then' with a return the controller does not accept (not reached with the real module): the next
+    # batch is put back, never left out of rotation
+    act = action({'in': dict(BACK, proofs=[]), 'then': OUT, 'absent': {'changed': True}})
+    got = act.put_back(*args(READY, NEXT))
+    assert got['stop'] and 'next_out' not in got
+    assert [(c[1], c[2]['workers']) for c in act.calls[1:]] == [('absent', [A]),
+                                                                ('in', [{'url': B, 'worker_type': 'regular'}])]
+    assert act.calls[2][2]['prove'] is False
+
+
 def test_the_last_batch_takes_nothing_out():
-    act = action({'in': BACK, 'out': OUT})
+    act = action({'in': BACK, 'then': OUT})
     got = act.put_back(*args(READY, {'batch': {}, 'min_in_service': 1, 'drain_timeout': 30.0, 'drain_policy': 'fail'}))
     assert not got['stop'] and 'next_out' not in got and [c[1] for c in act.calls] == ['in']
+    assert not act.calls[0][2].get('then_out')
 
 
 def test_a_next_removal_that_fails_is_kept_for_the_next_batch_not_raised():
-    refused = {'failed': True, 'msg': 'refusing to take ... out of rotation: min_in_service', 'drains': [], 'removed': []}
-    act = action({'in': BACK, 'out': refused})
+    refused = {'ok': False, 'msg': 'refusing to take ... out of rotation: min_in_service', 'drains': [], 'removed': []}
+    act = action({'in': BACK, 'then': refused})
     got = act.put_back(*args(READY, NEXT))
     assert not got['stop'] and got['next_out']['result']['msg'].startswith('refusing')
     assert got['next_out']['result']['drains'] == []

@@ -263,3 +263,26 @@ def test_the_report_has_every_worker_once_in_the_inventorys_order():
     assert [(r.name, r.batch, r.status) for r in rows] == [('node1', 1, 'untouched'), ('node2', 0, 'unchanged'),
                                                            ('node3', 2, 'untouched')]
     assert rows[2].reason == 'not reached: the roll stopped before batch 2'
+
+
+def test_may_go_on_is_the_batch_verdict_less_the_return():
+    from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import WorkerOutcome, batch_verdict, may_go_on
+
+    def outcome(**kw):
+        return WorkerOutcome(**dict({'name': 'w1', 'url': 'http://10.0.0.11:30000', 'batch': 1, 'drain': 'idle',
+                                     'change': 'changed', 'serves': True}, **kw))
+
+    ok = [outcome(), outcome(name='w2', drain='proceed', change='unchanged')]
+    assert may_go_on(ok)
+    for bad in (outcome(drain='fail'), outcome(drain=None), outcome(change='rolled back'), outcome(change='failed', serves=False),
+                outcome(change='not run')):
+        assert not may_go_on(ok + [bad])
+        # whatever comes back, batch_verdict stops on the same batch
+        for o in ok + [bad]:
+            o.returned = o.serves
+        assert batch_verdict(ok + [bad])[0] == 'stop' or bad.change == 'not run'
+    assert not may_go_on([])
+    # every one of them back: the verdict goes on, as may_go_on said
+    for o in ok:
+        o.returned = True
+    assert batch_verdict(ok)[0] == 'continue'

@@ -150,3 +150,28 @@ def test_a_worker_put_back_while_still_draining_is_registered_once_the_gateway_d
     back = rotation.step([Wanted(A)], 'present', 30)
     assert back.verdict.done and [w.url for w in back.changes.add] == [A]
     assert plane.calls[-1] == ('add', A) and len(reads) >= 3
+
+
+def test_then_out_takes_the_next_workers_out_and_drains_them_and_keeps_a_refusal_in_its_result(clock, monkeypatch):
+    from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import DrainResult
+    from ansible_collections.llmops.sglang.plugins.modules import sglang_gateway_rotation as module
+
+    drained = []
+
+    def drain_all(urls, settings, source, api_key=None):
+        drained.append((urls, settings.interval, settings.idle_spacing))
+        return dict((u, DrainResult('idle', 0.6, 1, 1, 0, 'nothing in flight in 2 readings in a row')) for u in urls)
+
+    monkeypatch.setattr(module, 'drain_all', drain_all)
+    p = dict(min_in_service=1, drain_timeout=30.0, drain_policy='fail', drain_interval=0.1, drain_max_wait=3600.0,
+             drain_idle_spacing=0.25, drain_source='auto', worker_api_key=None)
+    plane = FakePlane([ready(A, 'a'), ready(B, 'b')])
+    res = module.then_take_out(p, Rotation(plane, 0.1, clock, clock.sleep), [Wanted(B)])
+    assert (res['ok'], res['changed'], res['removed'], plane.calls) == (True, True, [B], [('remove', 'b')])
+    assert res['drains'][0]['outcome'] == 'idle' and res['msg'].startswith('out of rotation and drained: ' + B)
+    assert drained == [([B], 0.1, 0.25)]
+    # the last worker in rotation: refused before any call, in the result (the next batch then stops the roll)
+    plane = FakePlane([ready(B, 'b')])
+    res = module.then_take_out(p, Rotation(plane, 0.1, clock, clock.sleep), [Wanted(B)])
+    assert (res['ok'], res['removed'], res['drains'], plane.calls) == (False, [], [], [])
+    assert 'min_in_service=1' in res['msg']
