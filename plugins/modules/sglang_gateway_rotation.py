@@ -96,7 +96,7 @@ options:
   then_out:
     description:
       - With O(state=in), workers to take out of rotation and drain once every one of O(workers) is back and proven, in
-        the same call (as O(state=out) with O(min_in_service), O(drain_timeout), O(drain_policy)): the next batch of a
+        the same call (as O(state=out) with O(min_in_service), O(drain_timeout), O(drain_policy)) - the next batch of a
         rolling change. Nothing is taken out when a worker of O(workers) did not return or no request reached it.
       - What happened to them is RV(then), not a failure of this call.
     type: list

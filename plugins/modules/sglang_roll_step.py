@@ -23,8 +23,9 @@ description:
     not return), takes a worker that did not return out of rotation again, prints one line per worker, and keeps the
     rows so far in the fact C(sglang_roll_state). When the roll goes on and O(next) names the next batch, takes that
     batch out of rotation and drains it in the same task (M(llmops.sglang.sglang_gateway_rotation)
-    O(llmops.sglang.sglang_gateway_rotation#module:state=out), the same call the next batch would begin with), and
-    returns what it did as RV(next_out). One task per batch for all of it.
+    O(llmops.sglang.sglang_gateway_rotation#module:state=out), the same call the next batch would begin with; in the
+    call that puts this batch back, with O(llmops.sglang.sglang_gateway_rotation#module:then_out)), and returns what it
+    did as RV(next_out). One task per batch for all of it.
   - O(phase=report) - prints the roll's table, one row per worker of O(plan) in the inventory's order (a worker the roll
     did not reach is C(untouched), a worker the plan left alone because its deployment would not change C(unchanged)),
     and returns the rows (written as JSON to O(path) too).
@@ -154,9 +155,9 @@ back:
 next_out:
   description:
     - With O(phase=return), when the roll goes on and O(next) named a batch - C(index) (the batch's) and C(result) (what
-      M(llmops.sglang.sglang_gateway_rotation) O(llmops.sglang.sglang_gateway_rotation#module:state=out) returned for it:
-      RV(llmops.sglang.sglang_gateway_rotation#module:drains), C(msg), ...; a refusal or a failed drain is in it, not
-      raised).
+      M(llmops.sglang.sglang_gateway_rotation) returned for taking it out, as with
+      O(llmops.sglang.sglang_gateway_rotation#module:state=out) - RV(llmops.sglang.sglang_gateway_rotation#module:drains),
+      C(msg), ...; a refusal or a failed drain is in it, not raised).
   returned: when the next batch was taken out
   type: dict
 '''
