@@ -10,6 +10,7 @@ Run: PYTHONPATH=<dir holding ansible_collections> python -m pytest tests/integra
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -332,9 +333,16 @@ SSHD = shutil.which("sshd") or ("/usr/sbin/sshd" if os.path.exists("/usr/sbin/ss
 @pytest.fixture(scope="module")
 def ssh_host(tmp_path_factory):
     """A real sshd on 127.0.0.1 (own config, keys and port), reached by Ansible's ssh connection."""
+    with sshd_host(tmp_path_factory.mktemp("sshd")) as inventory:
+        yield inventory
+
+
+@contextlib.contextmanager
+def sshd_host(d):
+    """sshd on 127.0.0.1 with its files in D; yields the inventory; stops everything it started at the end."""
     if SSHD is None or shutil.which("ssh-keygen") is None or shutil.which("ssh") is None or os.geteuid() != 0:
         pytest.skip("needs root, sshd, ssh and ssh-keygen (apt-get install openssh-server openssh-client)")
-    d = tmp_path_factory.mktemp("sshd")
+    d.mkdir(exist_ok=True)
     for name in ("hostkey", "client"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
     shutil.copy(d / "client.pub", d / "authorized_keys")
@@ -353,16 +361,62 @@ def ssh_host(tmp_path_factory):
         except OSError:
             time.sleep(0.1)
     inv = d / "inventory.ini"
+    # the connection's ControlPersist masters in a directory of this host's own, closed at the end
+    control_dir = d / "cp"
+    control_dir.mkdir()
     inv.write_text(
         "node1 ansible_host=127.0.0.1 ansible_port=%d ansible_user=root ansible_connection=ssh "
-        "ansible_ssh_private_key_file=%s ansible_python_interpreter=%s "
+        "ansible_ssh_private_key_file=%s ansible_python_interpreter=%s ansible_control_path_dir=%s "
         "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'\n"
-        % (port, d / "client", sys.executable))
-    yield inv
+        % (port, d / "client", sys.executable, control_dir))
     try:
-        os.kill(int((d / "sshd.pid").read_text().strip()), 15)
+        yield inv
+    finally:
+        _stop_sshd(d / "sshd.pid", control_dir)
+
+
+def _stop_sshd(pid_file, control_dir):
+    """Close the ssh masters under CONTROL_DIR, then stop the listener and every session it forked: a persisted master
+    keeps its session (sshd: root@notty) alive after the listener is gone, both left on the machine otherwise."""
+    for sock in control_dir.iterdir():
+        subprocess.run(["ssh", "-o", "ControlPath=%s" % sock, "-O", "exit", "node1"], capture_output=True, check=False,
+                       timeout=10)
+    try:
+        listener = int(pid_file.read_text().strip())
     except (OSError, ValueError):
-        pass
+        return
+    sessions = subprocess.run(["pgrep", "-P", str(listener)], capture_output=True, text=True, check=False).stdout.split()
+    for pid in [listener] + [int(p) for p in sessions]:
+        try:
+            os.kill(pid, 15)
+        except OSError:
+            pass
+
+
+def _pids_of(pattern):
+    return {int(p) for p in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True,
+                                              check=False).stdout.split()}
+
+
+def test_over_ssh_host_leaves_nothing_running(tmp_path):
+    """The host's end closes the connection's persisted master and the session it holds (CI's leftovers step found
+    both alive after the listener was stopped)."""
+    log = tmp_path / "server.log"
+    log.write_bytes(corpus("rocm-tp2-multimodal-ready-no-cuda-graph"))
+    with sshd_host(tmp_path / "sshd") as inventory:
+        proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 30},
+                                        inventory=inventory)
+        assert res["status"] == "ready", proc.stdout + proc.stderr
+        control_dir = str(tmp_path / "sshd" / "cp")
+        masters = _pids_of(control_dir)
+        listener = int((tmp_path / "sshd" / "sshd.pid").read_text())
+        sessions = {int(p) for p in subprocess.run(["pgrep", "-P", str(listener)], capture_output=True, text=True,
+                                                   check=False).stdout.split()}
+        assert masters and sessions, (masters, sessions)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(os.path.exists("/proc/%d" % p) for p in masters | sessions | {listener}):
+        time.sleep(0.1)
+    assert [p for p in masters | sessions | {listener} if os.path.exists("/proc/%d" % p)] == []
 
 
 def test_over_ssh_ready_and_progress(tmp_path, ssh_host):
