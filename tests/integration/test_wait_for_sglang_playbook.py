@@ -394,8 +394,8 @@ def _stop_sshd(pid_file, control_dir):
 
 
 def _pids_of(pattern):
-    return {int(p) for p in subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True,
-                                              check=False).stdout.split()}
+    found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
+    return {int(p) for p in found.stdout.split()}
 
 
 def test_over_ssh_host_leaves_nothing_running(tmp_path):
