@@ -41,6 +41,15 @@ options:
     description: Run C(systemctl daemon-reload) first, so that a changed unit file is the one started.
     type: bool
     default: true
+  reset_failed:
+    description:
+      - Run C(systemctl reset-failed) on O(unit) before the stop, so that the unit's C(StartLimitBurst=) counter of
+        systemd's own restarts cannot refuse this deliberate start. A unit systemd has not loaded has nothing to reset
+        (no failure). Any other failure fails the module with the unit not touched.
+      - The P(llmops.sglang.sglang_service#role) role sets it with its C(sglang_service_preflight_enforce).
+    type: bool
+    default: false
+    version_added: 0.3.0
   enable:
     description: Enable O(unit) after its start.
     type: bool
@@ -164,6 +173,7 @@ def main():
             log_path=dict(type='str', default=''),
             run_file=dict(type='str', default=''),
             daemon_reload=dict(type='bool', default=True),
+            reset_failed=dict(type='bool', default=False),
             enable=dict(type='bool', default=True),
             release_check=dict(type='bool', default=True),
         ),
@@ -181,7 +191,7 @@ def main():
 
     restarter = rs.Restarter(p['unit'], systemctl, run, lambda: ph.preflight(module, ph.release_params(p)), show, p['log_path'],
                              p['run_file'])
-    steps = rs.plan(p['daemon_reload'], p['release_check'], p['log_path'], p['enable'], p['run_file'])
+    steps = rs.plan(p['daemon_reload'], p['release_check'], p['log_path'], p['enable'], p['run_file'], p['reset_failed'])
     result = restarter.preview(steps) if module.check_mode else restarter.restart(steps)
     returned = result.to_json()
     del returned['unit']

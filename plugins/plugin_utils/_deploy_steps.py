@@ -247,9 +247,7 @@ def install_sglang(ctx: Context) -> None:
         ctx.act('ansible.legacy.copy', {'src': inputs.wheelhouse.rstrip('/') + '/', 'dest': inputs.wheelhouse_dest.rstrip('/') + '/',
                                         'mode': '0644', 'directory_mode': '0755'})
     if inputs.keeps_previous:
-        res = ctx.run('ansible.legacy.command', {'argv': [ctx.plan.python, '-c', "import importlib.metadata as m; print(m.version('sglang'))"]},
-                      read_only=True, must=False, counts=False)
-        ctx.facts.previous_version = (res.get('stdout') or '').strip() if res.get('rc') == 0 else ''
+        ctx.facts.previous_version = read_previous_version(ctx)
     extra = list(inputs.pip_extra_args) + (['--no-index', '--find-links', inputs.wheelhouse_dest] if inputs.wheelhouse else [])
     res = ctx.run('ansible.legacy.pip', {'name': ['sglang==%s' % inputs.version] + list(inputs.pip_packages), 'virtualenv': inputs.venv,
                                          'virtualenv_command': '%s -m venv' % inputs.venv_python,
@@ -259,6 +257,27 @@ def install_sglang(ctx: Context) -> None:
     if res.get('changed'):
         ctx.facts.changes.append('SGLang install')
         ctx.facts.sglang_pending = ctx.check_mode
+
+
+def version_seen(facts: Facts) -> Optional[str]:
+    """The SGLang release the no-change query found with the server's interpreter (its dist-info METADATA, what
+    importlib.metadata reads; '' for none), or None when the query did not look or another run held the host lock
+    since (it may have installed another release meanwhile). Pure."""
+    stamp = facts.stamp
+    if not isinstance(stamp, dict) or 'sglang_version' not in stamp or facts.lock_waited:
+        return None
+    return str(stamp.get('sglang_version') or '')
+
+
+def read_previous_version(ctx: Context) -> str:
+    """The release before this run's install (a rollback reinstalls it): as the no-change query read it, else read on the
+    host (one module run)."""
+    seen = version_seen(ctx.facts)
+    if seen is not None:
+        return seen
+    res = ctx.run('ansible.legacy.command', {'argv': [ctx.plan.python, '-c', "import importlib.metadata as m; print(m.version('sglang'))"]},
+                  read_only=True, must=False, counts=False)
+    return (res.get('stdout') or '').strip() if res.get('rc') == 0 else ''
 
 
 def shell_quote(word: str) -> str:
@@ -506,13 +525,6 @@ def step_configure(ctx: Context) -> None:
     inputs, p = ctx.inputs, ctx.plan
     if inputs.preflight and inputs.preflight_enforce and p.rank_problems:
         raise StepFailed(' | '.join(list(p.rank_problems) + ['%s.service was not touched' % inputs.name]), 'pre-flight')
-    if inputs.preflight_enforce:
-        # StartLimitBurst= bounds systemd's own restarts; a deliberate start by a deploy must not be refused for them
-        res = ctx.run('ansible.legacy.command', {'argv': ['systemctl', 'reset-failed', '%s.service' % inputs.name]}, must=False,
-                      counts=False)
-        if res.get('failed') and 'not loaded' not in (res.get('stderr') or '') and not ctx.check_mode:
-            raise StepFailed('systemctl reset-failed %s.service: %s' % (inputs.name, res.get('stderr') or res.get('msg')),
-                             'start-rate counter', found(res))
     create_layout(ctx)
     if inputs.warm_caches:
         res = ctx.run('llmops.sglang.sglang_compile_cache', {
@@ -538,23 +550,48 @@ def step_restart(ctx: Context) -> None:
         elif reasons:
             ctx.host.say('would restart %s: %s' % (unit, ', '.join(reasons)))
         return
-    size = None
-    if inputs.log_path:
-        size = (ctx.run('ansible.legacy.stat', {'path': inputs.log_path, 'get_checksum': False, 'get_mime': False},
-                        read_only=True).get('stat') or {}).get('size')
     if reasons:
         ctx.host.say('restarting %s: %s' % (unit, ', '.join(reasons)))
+        # daemon-reload, reset-failed, stop, release check, log size, start, run record and enable in one module run:
+        # no start, stat, reset-failed or run offset of its own after it
         res = ctx.run('llmops.sglang.sglang_restart', {
             'unit': unit, 'log_path': inputs.log_path, 'run_file': p.paths.run_file, 'release_check': inputs.preflight,
+            'reset_failed': inputs.preflight_enforce,
             'user': inputs.user, 'environment': inputs.environment, 'gpu_devices': list(inputs.preflight_gpu_devices),
             'shared_devices': list(inputs.preflight_shared_devices), 'cleanup': inputs.preflight_cleanup,
             'stop_timeout': inputs.preflight_stop_timeout}, 'restart of %s' % unit)
         ctx.facts.restart = found(res)
-        size = res.get('log_size')
+        ctx.facts.started = False
+        ctx.facts.run_offset = offset_after_restart(inputs.log_path, res)
+        return
+    if inputs.preflight_enforce:
+        reset_failed(ctx, unit)
+    size = None
+    if inputs.log_path:
+        size = (ctx.run('ansible.legacy.stat', {'path': inputs.log_path, 'get_checksum': False, 'get_mime': False},
+                        read_only=True).get('stat') or {}).get('size')
     res = ctx.run('ansible.legacy.systemd_service', {'name': unit, 'state': 'started', 'enabled': True, 'daemon_reload': True},
                   'start of %s' % unit)
-    ctx.facts.started = bool(res.get('changed')) and not reasons
+    ctx.facts.started = bool(res.get('changed'))
     if inputs.log_path:
         offset = ctx.run('llmops.sglang.sglang_run_offset', {'unit': unit, 'path': p.paths.run_file, 'log_size': size or 0},
                          'log offset')
         ctx.facts.run_offset = offset.get('offset')
+
+
+def offset_after_restart(log_path: str, res: Dict[str, Any]) -> Optional[int]:
+    """Where the restarted run starts in the log: sglang_restart measured the log between its stop and its start and
+    recorded the new run at that size (its run record, what sglang_run_offset would read back). None without a log.
+    Pure."""
+    if not log_path:
+        return None
+    return int(res.get('log_size') or 0)
+
+
+def reset_failed(ctx: Context, unit: str) -> None:
+    """StartLimitBurst= bounds systemd's own restarts; a deliberate start by a deploy must not be refused for them (a
+    restart resets the counter itself: sglang_restart reset_failed)."""
+    res = ctx.run('ansible.legacy.command', {'argv': ['systemctl', 'reset-failed', unit]}, must=False, counts=False)
+    if res.get('failed') and 'not loaded' not in (res.get('stderr') or ''):
+        raise StepFailed('systemctl reset-failed %s: %s' % (unit, res.get('stderr') or res.get('msg')), 'start-rate counter',
+                         found(res))

@@ -4,6 +4,9 @@
 
 """One restart of an SGLang unit, done by one process on the host: stop -> GPU release check -> log size -> start.
 
+Optionally ``systemctl reset-failed`` first (the sglang_service role's deploy: the unit's StartLimitBurst= bounds
+systemd's own restarts; a deliberate restart must not be refused for them).
+
 The restart used to be four tasks; a controller killed between the stop and the start left the unit stopped until a
 rerun. In one process on the host the controller has nothing left to lose between them: once the process runs it
 finishes. The loss of the controller's SSH session hangs up the session (SIGHUP, relayed by sudo) and closes its
@@ -62,10 +65,13 @@ class Restart:
         return cls(**data)
 
 
-def plan(daemon_reload, release_check, log_path, enable, run_file=''):
+def plan(daemon_reload, release_check, log_path, enable, run_file='', reset_failed=False):
     """The steps of a restart, in order (pure). The run record follows the start at once: a rerun after a controller
-    killed before its own sglang_run_offset task then still reads the new run from its first line."""
+    killed before its own sglang_run_offset task then still reads the new run from its first line. The start-rate
+    counter is reset before the stop: a failure to reset it leaves the unit untouched."""
     steps = ['daemon-reload'] if daemon_reload else []
+    if reset_failed:
+        steps.append('reset-failed')
     steps.append('stop')
     if release_check:
         steps.append('release')
@@ -77,6 +83,14 @@ def plan(daemon_reload, release_check, log_path, enable, run_file=''):
     if enable:
         steps.append('enable')
     return steps
+
+
+def reset_failed_outcome(rc, detail):
+    """``(rc, detail)`` of ``systemctl reset-failed``: a unit systemd has not loaded has no counter to reset, which is
+    no failure (pure)."""
+    if rc != 0 and 'not loaded' in detail:
+        return 0, 'not loaded: nothing to reset (%s)' % detail
+    return rc, detail
 
 
 def log_size(path):
@@ -129,7 +143,8 @@ class Restarter:
             return (0 if result.release.get('ok') else 1), (result.release.get('summary') or '')
         argv = [self.systemctl, name] if name == 'daemon-reload' else [self.systemctl, name, '--', self.unit]
         rc, out, err = self.run(argv)
-        return rc, (err or out or '').strip()[-300:]
+        detail = (err or out or '').strip()[-300:]
+        return reset_failed_outcome(rc, detail) if name == 'reset-failed' else (rc, detail)
 
     def _record(self, size):
         invocation = self.show().get('InvocationID', '')

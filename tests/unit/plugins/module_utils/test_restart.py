@@ -122,3 +122,47 @@ def test_a_process_in_the_shield_lives_through_the_hangup_and_the_closed_pipe_of
     child.send_signal(signal.SIGHUP)          # and sshd (or sudo) hangs up the session
     assert child.wait(timeout=30) in (0, 120)  # 120: Python could not flush stdout at exit; the work was done
     assert marker.read_text() == 'started'
+
+
+def test_the_start_rate_counter_is_reset_after_the_daemon_reload_and_before_the_stop():
+    assert rs.plan(True, True, '/var/log/sglang.log', True, '/var/lib/sglang/sglang.run.json', reset_failed=True) == [
+        'daemon-reload', 'reset-failed', 'stop', 'release', 'measure', 'start', 'record', 'enable']
+    assert rs.plan(False, False, '', False, reset_failed=True) == ['reset-failed', 'stop', 'start']
+
+
+def test_reset_failed_outcome():
+    assert rs.reset_failed_outcome(0, '') == (0, '')
+    # a unit systemd has not loaded has no counter to reset
+    rc, detail = rs.reset_failed_outcome(1, 'Failed to reset failed state of unit sglang.service: Unit sglang.service not loaded.')
+    assert rc == 0 and detail.startswith('not loaded: nothing to reset')
+    assert rs.reset_failed_outcome(1, 'Failed to connect to bus') == (1, 'Failed to connect to bus')
+
+
+class CounterUnit(Unit):
+    """A unit whose reset-failed answers rc/stderr."""
+
+    def __init__(self, log, rc, err):
+        super().__init__(log)
+        self.reset = (rc, err)
+
+    def run(self, argv, data=None):
+        if argv[1] == 'reset-failed':
+            self.calls.append('reset-failed')
+            return self.reset[0], '', self.reset[1]
+        return super().run(argv, data)
+
+
+def test_a_unit_not_loaded_is_restarted_after_its_reset(tmp_path):
+    unit = CounterUnit(str(tmp_path / 'sglang.log'), 1, 'Unit sglang.service not loaded.')
+    result = rs.Restarter('sglang.service', 'systemctl', unit.run, lambda: {'ok': True}, unit.show).restart(
+        rs.plan(True, True, '', True, reset_failed=True))
+    assert unit.calls == ['daemon-reload', 'reset-failed', 'stop', 'start', 'enable'] and result.failed_step is None
+
+
+def test_a_counter_that_cannot_be_reset_leaves_the_unit_untouched(tmp_path):
+    unit = CounterUnit(str(tmp_path / 'sglang.log'), 1, 'Failed to connect to bus')
+    result = rs.Restarter('sglang.service', 'systemctl', unit.run, lambda: {'ok': True}, unit.show).restart(
+        rs.plan(True, True, '', True, reset_failed=True))
+    assert unit.calls == ['daemon-reload', 'reset-failed'] and result.failed_step == 'reset-failed'
+    assert result.msg == ('systemctl reset-failed sglang.service failed (rc=1): Failed to connect to bus. The unit was not '
+                          'touched.') and result.active_state == 'active'

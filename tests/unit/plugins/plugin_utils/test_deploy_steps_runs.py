@@ -1,0 +1,120 @@
+# Copyright (c) llmops.sglang contributors
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Which modules a step runs on the host (issue 21: each module run costs the controller a worker, a payload and a
+round trip per host). The restart step: a restart is one run of sglang_restart (it resets the start-rate counter,
+measures the log, starts, records the run and enables: no stat, command, systemd_service or sglang_run_offset after
+it); only a start without a restart runs those. The install step takes the previous release from the no-change query."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
+    Context, StepFailed, offset_after_restart, read_previous_version, step_restart, version_seen)
+
+
+class RecordingHost:
+    """A host that records the modules run on it and answers each from a table (module name -> result)."""
+
+    name, check_mode = 'h', False
+
+    def __init__(self, answers=None):
+        self.answers, self.runs = dict(answers or {}), []
+
+    def module(self, name, args, secret=False, read_only=False):
+        self.runs.append((name, dict(args)))
+        return dict(self.answers.get(name) or {})
+
+    def action(self, name, args):
+        return self.module(name, args)
+
+    def say(self, text, detail=False):
+        pass
+
+
+def context(host, facts, **values):
+    values.setdefault('sglang_service_version', '0.5.9')
+    return Context(inputs=Inputs.from_vars(values), values=values, topo=Topology(host='h'), facts=facts, peers={}, host=host)
+
+
+def names(host):
+    return [name.rsplit('.', 1)[-1] for name, _args in host.runs]
+
+
+RESTARTED = {'changed': True, 'log_size': 1234, 'invocation': 'b' * 32, 'active_state': 'active', 'failed_step': None}
+
+
+def test_a_restart_is_one_module_run_that_also_resets_the_start_rate_counter():
+    host = RecordingHost({'llmops.sglang.sglang_restart': RESTARTED})
+    ctx = context(host, Facts(changes=['unit file']))
+    step_restart(ctx)
+    assert names(host) == ['sglang_restart']
+    assert host.runs[0][1]['reset_failed'] is True and host.runs[0][1]['run_file']
+    # the offset sglang_restart recorded with the new run (what sglang_run_offset would read back)
+    assert (ctx.facts.run_offset, ctx.facts.started, ctx.facts.restart_reasons) == (1234, False, ['unit file'])
+
+
+def test_a_restart_without_the_preflights_enforcement_leaves_the_counter():
+    host = RecordingHost({'llmops.sglang.sglang_restart': RESTARTED})
+    step_restart(context(host, Facts(changes=['unit file']), sglang_service_preflight_enforce=False))
+    assert names(host) == ['sglang_restart'] and host.runs[0][1]['reset_failed'] is False
+
+
+def test_a_start_without_a_restart_resets_the_counter_measures_the_log_starts_and_reads_the_offset():
+    host = RecordingHost({'ansible.legacy.stat': {'stat': {'size': 77}}, 'ansible.legacy.systemd_service': {'changed': True},
+                          'llmops.sglang.sglang_run_offset': {'offset': 77}})
+    ctx = context(host, Facts())
+    step_restart(ctx)
+    assert names(host) == ['command', 'stat', 'systemd_service', 'sglang_run_offset']
+    assert host.runs[0][1]['argv'] == ['systemctl', 'reset-failed', 'sglang.service'] and host.runs[3][1]['log_size'] == 77
+    assert (ctx.facts.run_offset, ctx.facts.started) == (77, True)
+
+
+@pytest.mark.parametrize('stderr, fails', [('Failed to reset failed state of unit sglang.service: Unit sglang.service not loaded.', False),
+                                           ('Failed to connect to bus: No such file or directory', True)])
+def test_a_start_refuses_a_counter_it_cannot_reset_but_not_a_unit_not_loaded(stderr, fails):
+    host = RecordingHost({'ansible.legacy.command': {'failed': True, 'rc': 1, 'stderr': stderr}})
+    ctx = context(host, Facts())
+    if fails:
+        with pytest.raises(StepFailed, match='reset-failed sglang.service: Failed to connect'):
+            step_restart(ctx)
+        assert names(host) == ['command']
+    else:
+        step_restart(ctx)
+        assert names(host) == ['command', 'stat', 'systemd_service', 'sglang_run_offset']
+
+
+def test_check_mode_runs_nothing_in_the_restart_step():
+    host = RecordingHost()
+    host.check_mode = True
+    step_restart(context(host, Facts(changes=['unit file'], startable=True)))
+    assert host.runs == []
+
+
+@pytest.mark.parametrize('log_path, res, offset', [('/var/log/sglang/sglang.log', {'log_size': 5}, 5),
+                                                   ('/var/log/sglang/sglang.log', {'log_size': None}, 0),
+                                                   ('', {'log_size': None}, None)])
+def test_offset_after_restart(log_path, res, offset):
+    assert offset_after_restart(log_path, res) == offset
+
+
+@pytest.mark.parametrize('facts, seen', [
+    (Facts(stamp={'sglang_version': '0.5.8'}), '0.5.8'),
+    (Facts(stamp={'sglang_version': None}), ''),                          # nothing installed yet
+    (Facts(stamp={'sglang_version': '0.5.8'}, lock_waited=True), None),   # another run may have installed since
+    (Facts(stamp={'current': False}), None),                              # an older query that did not say
+    (Facts(), None),                                                      # no query
+])
+def test_version_seen(facts, seen):
+    assert version_seen(facts) == seen
+
+
+def test_the_previous_release_comes_from_the_query_else_from_one_command():
+    host = RecordingHost({'ansible.legacy.command': {'rc': 0, 'stdout': '0.5.7\n'}})
+    assert read_previous_version(context(host, Facts(stamp={'sglang_version': '0.5.8'}))) == '0.5.8' and host.runs == []
+    assert read_previous_version(context(host, Facts(stamp={'sglang_version': '0.5.8'}, lock_waited=True))) == '0.5.7'
+    assert names(host) == ['command']
