@@ -16,7 +16,7 @@ Controller side only.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import guard_files
@@ -48,9 +48,10 @@ def guard_args(ctx: Context) -> Dict[str, Any]:
     return args
 
 
-def must_remove(facts: Facts) -> Optional[str]:
+def must_remove(facts: Facts, files: Sequence[str]) -> Optional[str]:
     """With the guard off: why this deploy runs the guard's removal, or None when no guard is installed, as this run's
-    no-change query saw it (RV(paths_present) of llmops.sglang.sglang_deploy_stamp: none of the guard's files). Without
+    no-change query saw it (RV(paths_present) of llmops.sglang.sglang_deploy_stamp: none of the guard's FILES; the
+    query also looks for other paths, the API-key file and the wheelhouse's copies among them). Without
     that observation (no query ran, or a module that does not report it), or when this run waited for another run's
     host lock (that run may have installed a guard since the query), the removal runs: it is idempotent, a guard left
     behind is not."""
@@ -59,8 +60,9 @@ def must_remove(facts: Facts) -> Optional[str]:
         return 'not observed'
     if facts.lock_waited or facts.deployed_over:
         return 'another run held the host lock since the query'
-    if stamp['paths_present']:
-        return 'installed: %s' % ', '.join(str(p) for p in stamp['paths_present'])
+    seen = [path for path in stamp['paths_present'] if path in files]
+    if seen:
+        return 'installed: %s' % ', '.join(str(p) for p in seen)
     return None
 
 
@@ -71,7 +73,7 @@ def keep_guard(ctx: Context) -> None:
         return  # ranks >= 1 of a multi-node server answer no HTTP: rank 0's guard watches the server
     if inputs.guard:
         res = ctx.run(MODULE, guard_args(ctx), 'the runtime guard', secret=True, must=False)
-    elif must_remove(ctx.facts) is None:
+    elif must_remove(ctx.facts, guard_files(inputs)) is None:
         return  # no guard on the host: no module run (its payload is the largest of the role's) for nothing
     else:
         res = ctx.run(MODULE, {'state': 'absent', 'unit': '%s.service' % inputs.name, 'state_path': state_path(inputs),
@@ -87,7 +89,7 @@ def keep_guard(ctx: Context) -> None:
 def guard_unchanged(ctx: Context) -> None:
     """The no-change path: keep the guard's settings and code current; with the guard off, remove one the no-change
     query saw (turning the guard off is not a change of the server, so this run may be the first one after it)."""
-    if ctx.facts.unchanged and not ctx.facts.failure and (ctx.inputs.guard or must_remove(ctx.facts) is not None):
+    if ctx.facts.unchanged and not ctx.facts.failure and (ctx.inputs.guard or must_remove(ctx.facts, guard_files(ctx.inputs)) is not None):
         keep_guard(ctx)
 
 

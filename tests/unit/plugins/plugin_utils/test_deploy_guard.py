@@ -101,6 +101,7 @@ def test_rank_1_of_a_multi_node_server_has_no_guard():
 @pytest.mark.parametrize('unchanged, guard, failure, present, runs', [
     (True, True, None, [], ['present']),      # the no-change path keeps the guard's code and settings current
     (True, False, None, [], []),              # the query saw no guard: nothing to remove
+    (True, False, None, ['/opt/sglang/wheelhouse/sglang-0.5.9-py3-none-any.whl'], []),  # ... only a wheel's copy
     (True, False, None, ['/etc/systemd/system/sglang-guard.timer'], ['absent']),  # turned off since the last deploy
     (True, True, {'step': 'ranks', 'msg': 'x'}, [], []),
     (True, False, {'step': 'ranks', 'msg': 'x'}, ['/etc/sglang/sglang-guard.json'], []),
@@ -147,9 +148,12 @@ def stamp(*present):
     (Facts(server='sglang', stamp={'current': False}), True),           # a query that did not report the guard's files
     (Facts(server='sglang', stamp=stamp(), lock_waited=True), True),    # another run held the lock since the query
     (Facts(server='sglang', stamp=stamp(), deployed_over='deployed over a configuration from a@b 3 s earlier'), True),
+    # what else the query looks for is no guard: the API-key file, a key file kept for a rollback, the wheelhouse's copies
+    (Facts(server='sglang', stamp=stamp('/etc/sglang/sglang.secret-args.yaml', '/etc/sglang/sglang.secret-args.yaml.rollback',
+                                        '/opt/sglang/wheelhouse/sglang-0.5.9-py3-none-any.whl')), False),
 ])
 def test_a_full_deploy_with_the_guard_off_removes_a_guard_only_where_one_was_seen(facts, removes):
-    assert (must_remove(facts) is not None) is removes
+    assert (must_remove(facts, guard_files(Inputs())) is not None) is removes
     ctx = context(facts=facts)
     guard_after_deploy(ctx)
     assert [args['state'] for dummy, args, dummy_secret in ctx.host.calls] == (['absent'] if removes else [])
