@@ -8,14 +8,16 @@ and action plugins run through the action plugin for one host, one line per even
 Controller side only. A module runs pipelined over the task's connection like the task's own module would (check mode,
 no_log and diff follow the task; ``read_only`` runs a read in check mode too, ``secret`` adds no_log); an action plugin
 (wait_for_sglang, sglang_host_lock, copy) runs with a copy of the task carrying its arguments, as ansible.builtin.template
-runs copy.
+runs copy; ``put`` sends a file as copy's action does, without looking at the host's copy first.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Dict
 
 from ansible.utils.display import Display
+from ansible.utils.hashing import checksum
 
 display = Display()
 
@@ -48,6 +50,21 @@ class ActionHost:
         res = plugin.run(task_vars=self._vars)
         res.pop('invocation', None)
         return res
+
+    def put(self, src: str, dest_dir: str, mode: str, directory_mode: str) -> Dict[str, Any]:
+        """Send the controller's file SRC into the host's DEST_DIR (ending in /; created with DIRECTORY_MODE) as
+        ansible.builtin.copy's action does for each file of a directory (transfer to the task's temporary directory,
+        then the copy module), without its stat of the host's copy first: for a file the caller knows is not there.
+        Not in check mode (nothing is sent; the caller compares instead)."""
+        act = self._action
+        shell = act._connection._shell
+        if not shell.tmpdir:
+            act._make_tmp_path()
+        tmp_src = shell.join_path(shell.tmpdir, '.source')
+        act._transfer_file(src, tmp_src)
+        act._fixup_perms2((shell.tmpdir, tmp_src))
+        return self.module('ansible.legacy.copy', {'src': tmp_src, 'dest': dest_dir, 'mode': mode, 'directory_mode': directory_mode,
+                                                   '_original_basename': os.path.basename(src), 'checksum': checksum(src)})
 
     def say(self, text: str, detail: bool = False) -> None:
         """One line on the terminal; a ``detail`` (what went as expected, said again in the result) only with -v, and in

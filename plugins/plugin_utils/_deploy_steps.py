@@ -59,6 +59,10 @@ class Host(Protocol):
     def action(self, name: str, args: Dict[str, Any]) -> Dict[str, Any]:
         """Run an action plugin (wait_for_sglang, sglang_host_lock, copy) for this host."""
 
+    def put(self, src: str, dest_dir: str, mode: str, directory_mode: str) -> Dict[str, Any]:
+        """Send the controller's file SRC into DEST_DIR on the host as ansible.builtin.copy would, without its look at
+        the host's copy first (its stat): for a file the no-change query saw missing."""
+
     def say(self, text: str, detail: bool = False) -> None:
         """One line for this host on the terminal (a ``detail``: with -v only)."""
 
@@ -101,6 +105,13 @@ class Context:
     def act(self, name: str, args: Dict[str, Any], counts: bool = True) -> Dict[str, Any]:
         res = self.host.action(name, args)
         self._collect(res, False, counts)
+        return res
+
+    def put(self, src: str, dest_dir: str, mode: str, directory_mode: str, what: str) -> Dict[str, Any]:
+        res = self.host.put(src, dest_dir, mode, directory_mode)
+        self._collect(res, False, True)
+        if res.get('failed'):
+            raise StepFailed(res.get('msg') or 'could not copy %s to %s' % (src, dest_dir), what, found(res))
         return res
 
     def _collect(self, res: Dict[str, Any], secret: bool, counts: bool) -> None:
@@ -164,7 +175,14 @@ def probe_paths(ctx: Context) -> List[str]:
     if not ctx.inputs.api_key:
         paths.append(p.paths.secret_args)
     paths.append(p.paths.secret_args_kept)
-    return paths
+    return paths + wheel_copies(ctx.inputs, ctx.topo)
+
+
+def wheel_copies(inputs: Inputs, topo: Topology) -> List[str]:
+    """Where the install step copies the wheelhouse's files on the host (pure)."""
+    if not inputs.wheelhouse:
+        return []
+    return ['%s/%s' % (inputs.wheelhouse_dest.rstrip('/'), name) for name in topo.wheelhouse_files]
 
 
 # ------------------------------------------------------------------------------------------------ plan and ranks
@@ -227,10 +245,18 @@ def pip_failure(msg: str, inputs: Inputs) -> str:
         inputs.version, source, have, more, hint)
 
 
+def none_there(facts: Facts, paths: List[str]) -> bool:
+    """Whether the no-change query saw none of PATHS on the host (and no other run held the lock since). Pure."""
+    return bool(paths) and not any(may_exist(facts, path) for path in paths)
+
+
 def compare_wheelhouse(ctx: Context) -> None:
     """Check mode: whether the copy of the wheelhouse would change anything, by checksum (the copy action would make a
-    temporary directory on the host even in check mode)."""
+    temporary directory on the host even in check mode); a wheelhouse the no-change query saw missing would change."""
     inputs = ctx.inputs
+    if none_there(ctx.facts, wheel_copies(inputs, ctx.topo)):
+        ctx.changed = True
+        return
     for name in ctx.topo.wheelhouse_files:
         there = ctx.run('ansible.legacy.stat', {'path': '%s/%s' % (inputs.wheelhouse_dest.rstrip('/'), name),
                                                 'checksum_algorithm': 'sha1', 'get_mime': False}, read_only=True).get('stat') or {}
@@ -243,6 +269,11 @@ def install_sglang(ctx: Context) -> None:
     inputs = ctx.inputs
     if inputs.wheelhouse and ctx.check_mode:
         compare_wheelhouse(ctx)
+    elif none_there(ctx.facts, wheel_copies(inputs, ctx.topo)):
+        # a first copy: each file sent and put in place, without the copy action's stat of every file first
+        for name in ctx.topo.wheelhouse_files:
+            ctx.put('%s/%s' % (inputs.wheelhouse.rstrip('/'), name), inputs.wheelhouse_dest.rstrip('/') + '/', '0644', '0755',
+                    'wheelhouse copy')
     elif inputs.wheelhouse:
         ctx.act('ansible.legacy.copy', {'src': inputs.wheelhouse.rstrip('/') + '/', 'dest': inputs.wheelhouse_dest.rstrip('/') + '/',
                                         'mode': '0644', 'directory_mode': '0755'})

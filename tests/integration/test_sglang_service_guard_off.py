@@ -11,6 +11,10 @@ payload, about 465 KB, on every full deploy of every host that never had a guard
    query saw its files): changed, every file of the guard gone, the server not restarted.
 4. The run after it: changed=0, and again no sglang_guard run.
 
+The first deploy's restart is one module run, sglang_restart: no stat of the log, systemctl reset-failed command,
+systemd_service or sglang_run_offset around it, and its wheelhouse is sent without a stat of each file first (issue
+21, each a module run per host).
+
 Which modules a run ran is read from ansible-playbook -vvv ("Using module file .../sglang_guard.py").
 
 Run:  PYTHONPATH=<dir above ansible_collections> python -m pytest tests/integration/test_sglang_service_guard_off.py
@@ -34,7 +38,8 @@ GUARD_FILES = ('/etc/systemd/system/sglang-guard.timer', '/etc/systemd/system/sg
 
 
 def deploy(node, work, name, guard):
-    """The deploy playbook (-vvv) with sglang_service_guard GUARD; returns (process, rows of the report, guard runs)."""
+    """The deploy playbook (-vvv) with sglang_service_guard GUARD; returns (process, rows of the report, guard runs,
+    the modules run in order)."""
     report = os.path.join(str(work), 'report-%s.json' % name)
     extra = {
         'sglang_deploy_hosts': 'all', 'nvidia_driver_enabled': False, 'sglang_service_version': '0.5.9',
@@ -52,8 +57,8 @@ def deploy(node, work, name, guard):
     assert proc.returncode == 0 and os.path.exists(report), proc.stdout[-4000:] + proc.stderr[-2000:]
     with open(report, encoding='utf-8') as handle:
         rows = json.load(handle)
-    runs = [line for line in proc.stdout.splitlines() if 'Using module file' in line and line.rstrip().endswith('/sglang_guard.py')]
-    return proc, rows, len(runs)
+    modules = [line.rstrip().rsplit('/', 1)[-1] for line in proc.stdout.splitlines() if 'Using module file' in line]
+    return proc, rows, modules.count('sglang_guard.py'), modules
 
 
 def present(node):
@@ -70,22 +75,29 @@ def invocation(node):
 
 def test_the_guard_off_runs_sglang_guard_only_where_a_guard_is_installed(tmp_path):
     with fh.sglang_host(NODE, tmp_path) as node:
-        proc, rows, guard_runs = deploy(node, tmp_path, 'first-off', False)
+        proc, rows, guard_runs, modules = deploy(node, tmp_path, 'first-off', False)
         assert [(r['host'], r['status']) for r in rows] == [(NODE, 'ready')]
+        # the first start is a restart (a new unit file): sglang_restart alone, nothing around it
+        assert modules.count('sglang_restart.py') == 1, modules
+        assert not {'command.py', 'systemd_service.py', 'sglang_run_offset.py'} & set(modules), modules
+        # the wheelhouse sent without the copy action's stat of each file (the no-change query saw it missing)
+        assert 'stat.py' not in modules and modules.count('copy.py') == len(os.listdir(node['wheelhouse'])), modules
+        modes = fh.ssh(node, 'stat -c "%a %U" /opt/sglang/wheelhouse /opt/sglang/wheelhouse/*.whl')
+        assert modes.stdout.split('\n')[:2] == ['755 root', '644 root'], modes.stdout
         assert guard_runs == 0, 'a first deploy with the guard off ran sglang_guard'
         assert present(node) == []
 
-        proc, rows, guard_runs = deploy(node, tmp_path, 'on', True)
+        proc, rows, guard_runs, _modules = deploy(node, tmp_path, 'on', True)
         assert guard_runs == 1 and present(node) == list(GUARD_FILES), proc.stdout[-3000:]
         served = invocation(node)
 
         # the guard's settings are no input of the server: this run is a no-change one, and it removes the guard
-        proc, rows, guard_runs = deploy(node, tmp_path, 'off', False)
+        proc, rows, guard_runs, _modules = deploy(node, tmp_path, 'off', False)
         assert [(r['host'], r['status'], r['kind']) for r in rows] == [(NODE, 'ready', 'unchanged')], rows
         assert guard_runs == 1 and fh.recap_changed(proc.stdout, NODE) == 1
         assert present(node) == [] and invocation(node) == served
         assert fh.ssh(node, 'systemctl is-enabled sglang-guard.timer').returncode != 0
 
-        proc, rows, guard_runs = deploy(node, tmp_path, 'off-again', False)
+        proc, rows, guard_runs, _modules = deploy(node, tmp_path, 'off-again', False)
         assert guard_runs == 0 and fh.recap_changed(proc.stdout, NODE) == 0
         assert invocation(node) == served

@@ -4,7 +4,8 @@
 """Which modules a step runs on the host (issue 21: each module run costs the controller a worker, a payload and a
 round trip per host). The restart step: a restart is one run of sglang_restart (it resets the start-rate counter,
 measures the log, starts, records the run and enables: no stat, command, systemd_service or sglang_run_offset after
-it); only a start without a restart runs those. The install step takes the previous release from the no-change query."""
+it); only a start without a restart runs those. The install step takes the previous release from the no-change query,
+and sends a wheelhouse the query saw missing without the copy action's stat of each file."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
-    Context, StepFailed, offset_after_restart, read_previous_version, step_restart, version_seen)
+    Context, StepFailed, install_sglang, none_there, offset_after_restart, probe_paths, read_previous_version, step_restart,
+    version_seen, wheel_copies)
 
 
 class RecordingHost:
@@ -32,13 +34,18 @@ class RecordingHost:
     def action(self, name, args):
         return self.module(name, args)
 
+    def put(self, src, dest_dir, mode, directory_mode):
+        self.runs.append(('put', {'src': src, 'dest': dest_dir, 'mode': mode, 'directory_mode': directory_mode}))
+        return dict(self.answers.get('put') or {'changed': True})
+
     def say(self, text, detail=False):
         pass
 
 
-def context(host, facts, **values):
+def context(host, facts, wheels=(), **values):
     values.setdefault('sglang_service_version', '0.5.9')
-    return Context(inputs=Inputs.from_vars(values), values=values, topo=Topology(host='h'), facts=facts, peers={}, host=host)
+    topo = Topology(host='h', wheelhouse_files=tuple(wheels))
+    return Context(inputs=Inputs.from_vars(values), values=values, topo=topo, facts=facts, peers={}, host=host)
 
 
 def names(host):
@@ -118,3 +125,54 @@ def test_the_previous_release_comes_from_the_query_else_from_one_command():
     assert read_previous_version(context(host, Facts(stamp={'sglang_version': '0.5.8'}))) == '0.5.8' and host.runs == []
     assert read_previous_version(context(host, Facts(stamp={'sglang_version': '0.5.8'}, lock_waited=True))) == '0.5.7'
     assert names(host) == ['command']
+
+
+WHEELS = ('sglang-0.5.9-py3-none-any.whl', 'sgl_kernel-0.3.1-cp310-abi3-manylinux2014_x86_64.whl')
+COPIES = ['/opt/sglang/wheelhouse/' + w for w in WHEELS]
+
+
+def test_the_query_looks_for_the_wheelhouses_copies():
+    ctx = context(RecordingHost(), Facts(), WHEELS, sglang_service_wheelhouse='/srv/wheels/')
+    assert wheel_copies(ctx.inputs, ctx.topo) == COPIES and probe_paths(ctx)[-2:] == COPIES
+    assert wheel_copies(context(RecordingHost(), Facts(), WHEELS).inputs, ctx.topo) == []  # no wheelhouse
+
+
+@pytest.mark.parametrize('facts, paths, missing', [
+    (Facts(stamp={'paths_present': []}), COPIES, True),
+    (Facts(stamp={'paths_present': COPIES[1:]}), COPIES, False),                # one is there: the copy action compares
+    (Facts(stamp={'paths_present': []}, lock_waited=True), COPIES, False),      # another run may have copied since
+    (Facts(stamp={'current': False}), COPIES, False),                           # the query did not look
+    (Facts(stamp={'paths_present': []}), [], False),                            # nothing to copy
+])
+def test_none_there(facts, paths, missing):
+    assert none_there(facts, paths) is missing
+
+
+def test_a_wheelhouse_seen_missing_is_sent_file_by_file_without_a_stat():
+    host = RecordingHost({'ansible.legacy.pip': {'changed': True}})
+    ctx = context(host, Facts(stamp={'paths_present': []}), WHEELS, sglang_service_wheelhouse='/srv/wheels/')
+    install_sglang(ctx)
+    assert names(host) == ['put', 'put', 'pip']
+    assert [args['src'] for _n, args in host.runs[:2]] == ['/srv/wheels/' + w for w in WHEELS]
+    assert host.runs[0][1]['dest'] == '/opt/sglang/wheelhouse/' and ctx.changed
+
+
+def test_a_wheelhouse_seen_on_the_host_is_compared_by_the_copy_action():
+    host = RecordingHost({'ansible.legacy.pip': {'changed': False}})
+    install_sglang(context(host, Facts(stamp={'paths_present': COPIES}), WHEELS, sglang_service_wheelhouse='/srv/wheels/'))
+    assert names(host) == ['copy', 'pip'] and host.runs[0][1]['src'] == '/srv/wheels/'
+
+
+def test_a_failed_send_stops_the_install():
+    host = RecordingHost({'put': {'failed': True, 'msg': 'No space left on device'}})
+    with pytest.raises(StepFailed, match='No space left'):
+        install_sglang(context(host, Facts(stamp={'paths_present': []}), WHEELS, sglang_service_wheelhouse='/srv/wheels/'))
+    assert names(host) == ['put']
+
+
+def test_check_mode_counts_a_wheelhouse_seen_missing_as_a_change_without_a_stat():
+    host = RecordingHost()
+    host.check_mode = True
+    ctx = context(host, Facts(stamp={'paths_present': []}), WHEELS, sglang_service_wheelhouse='/srv/wheels/')
+    install_sglang(ctx)
+    assert names(host) == ['pip'] and ctx.changed
