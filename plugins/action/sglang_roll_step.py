@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""llmops.sglang.sglang_roll_step: the controller's part of a rolling change - which workers of a batch go back into
+"""llmops.sglang.sglang_roll_step: the controller's part of a rolling change - a batch out of rotation (or the removal
+the previous batch's return already made) and which of its hosts may change, which workers of a batch go back into
 rotation (and putting them back, with llmops.sglang.sglang_gateway_rotation run on the gateway's host), whether the roll
 goes on (and, when it does, taking the next batch out of rotation and draining it in the same task), and the table at
 the end."""
@@ -18,14 +19,15 @@ from ansible.utils.display import Display
 
 from ansible_collections.llmops.sglang.plugins.action.sglang_run_report import write_rows
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    WorkerOutcome, judge, may_go_on, report_rows, worker_outcome)
+    WorkerOutcome, cleared_hosts, judge, may_go_on, report_rows, taken_out_before, worker_outcome)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
 display = Display()
 
 ARGUMENT_SPEC = dict(
-    phase=dict(type='str', required=True, choices=['return', 'report']),
+    phase=dict(type='str', required=True, choices=['out', 'return', 'report']),
     batch=dict(type='dict'),
+    previous=dict(type='dict', default={}),
     out=dict(type='dict', default={}),
     gateway=dict(type='dict', default={}, options=dict(
         url=dict(type='str'),
@@ -33,12 +35,12 @@ ARGUMENT_SPEC = dict(
         api_key=dict(type='str', no_log=True),
         timeout=dict(type='float', default=120.0),
     )),
-    next=dict(type='dict', default={}, options=dict(
-        batch=dict(type='dict', default={}),
+    rotation=dict(type='dict', default={}, options=dict(
         min_in_service=dict(type='int', default=0),
         drain_timeout=dict(type='float', default=120.0),
         drain_policy=dict(type='str', default='fail', choices=['wait', 'proceed', 'fail']),
     )),
+    next_batch=dict(type='dict', default={}),
     plan=dict(type='dict'),
     rows=dict(type='list', elements='dict', default=[]),
     stopped=dict(type='str', default=''),
@@ -62,8 +64,8 @@ def api_worker(worker):
     return dict((k, worker[k]) for k in ('url', 'worker_type', 'bootstrap_port') if worker.get(k) is not None)
 
 
-def next_workers(nxt):
-    return [api_worker(w) for w in ((nxt or {}).get('batch') or {}).get('workers') or []]
+def next_workers(batch):
+    return [api_worker(w) for w in (batch or {}).get('workers') or []]
 
 
 def outcome_from(data):
@@ -81,7 +83,9 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _spec, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         task_vars = task_vars or {}
-        if args['phase'] == 'return':
+        if args['phase'] == 'out':
+            result.update(self.take_out(args, task_vars))
+        elif args['phase'] == 'return':
             result.update(self.put_back(args, task_vars))
         else:
             result.update(self.report(args))
@@ -90,14 +94,33 @@ class ActionModule(ActionBase):
     def _module(self, name, module_args, task_vars):
         return self._execute_module(module_name='llmops.sglang.%s' % name, module_args=module_args, task_vars=task_vars)
 
+    @staticmethod
+    def _gateway(args):
+        # an empty key is no key (the playbook passes '' for an unset sglang_gateway_api_key)
+        gateway = dict((k, v) for k, v in (args['gateway'] or {}).items() if v not in (None, ''))
+        if not gateway.get('url'):
+            raise AnsibleActionFail('phase %s needs gateway.url (the gateway of the roll)' % args['phase'])
+        return gateway
+
+    def take_out(self, args, task_vars):
+        """The batch out of rotation, confirmed and drained (sglang_gateway_rotation state=out on the task's host), unless
+        the previous batch's return already did it (``previous``'s ``next_out``); and the hosts whose change may run. A
+        refusal or a failed drain is kept in the result, not raised: the batch leaves its servers untouched and its return
+        step stops the roll."""
+        batch = args['batch'] or {}
+        removal = taken_out_before(batch, args['previous'])
+        reused = removal is not None
+        if not reused:
+            removal = self.removal(batch, args['rotation'], self._gateway(args), task_vars)
+        return dict(removal, cleared_hosts=cleared_hosts(batch, removal), reused=reused,
+                    changed=bool(removal.get('changed')) and not reused)
+
     def put_back(self, args, task_vars):
         """Decide who serves, put them back and prove it (sglang_gateway_rotation state=in), judge the batch, and keep a
         worker that did not return out of rotation (sglang_gateway_workers state=absent)."""
-        gateway = args['gateway'] or {}
-        if not gateway.get('url'):
-            raise AnsibleActionFail('phase return needs gateway.url (the gateway the batch goes back into)')
+        gateway = self._gateway(args)
         decided = self.decide(args, task_vars)
-        nxt = args.get('next') or {}
+        nxt, rotation = args['next_batch'] or {}, args['rotation']
         # the next batch rides on the same call when nothing but the return can stop the roll any more: the module takes
         # it out only once every worker put back is in rotation and proven (the rest of judge's conditions)
         then_out = next_workers(nxt) if decided['workers'] and may_go_on(decided['outcomes']) else []
@@ -108,8 +131,7 @@ class ActionModule(ActionBase):
                 worker_api_key=gateway.get('api_key'), workers=decided['workers'], state='in',
                 timeout=gateway.get('timeout') or 120.0)
             if then_out:
-                options.update(then_out=then_out, min_in_service=nxt['min_in_service'], drain_timeout=nxt['drain_timeout'],
-                               drain_policy=nxt['drain_policy'])
+                options.update(then_out=then_out, **rotation)
             back = self._module('sglang_gateway_rotation', options, task_vars)
         then = back.pop('then', None)
         verdict = self.judge(decided['outcomes'], back, args['rows'])
@@ -127,35 +149,31 @@ class ActionModule(ActionBase):
             self._module('sglang_gateway_rotation', dict(
                 url=gateway['url'], admin_key=gateway.get('admin_key'), worker_api_key=gateway.get('api_key'),
                 workers=next_workers(nxt), state='in', prove=False, timeout=gateway.get('timeout') or 120.0), task_vars)
-        if not verdict['stop'] and nxt.get('batch'):
-            if then is not None:
-                out['next_out'] = self.kept(nxt['batch'], then)
-            else:  # not taken out by the call above (the batch put nothing back): a call of its own
-                out['next_out'] = self.take_out_next(nxt, gateway, task_vars)
+        if not verdict['stop'] and nxt:
+            if then is None:  # not taken out by the call above (the batch put nothing back): a call of its own
+                then = self.removal(nxt, rotation, gateway, task_vars)
+            out['next_out'] = self.kept(nxt, then)
             out['changed'] = changed or bool(out['next_out']['result'].get('changed'))
         return out
 
     @staticmethod
     def kept(batch, res):
-        """The next batch's removal as the batch reads it (roll_batch.yml), and its line on the screen."""
+        """The next batch's removal as that batch's out step reads it (``previous``), and its line on the screen."""
         res = dict((k, v) for k, v in res.items() if k not in ('invocation', '_ansible_no_log', 'failed'))
         display.display('batch %s (%s): %s' % (batch.get('index'), ', '.join(batch.get('names') or []),
                                                res.get('msg') or 'taken out of rotation'))
         return dict(index=batch.get('index'), result=res)
 
-    def take_out_next(self, nxt, gateway, task_vars):
-        """The next batch out of rotation and drained (sglang_gateway_rotation state=out), once this batch is back and
-        proven: the step the next batch would otherwise begin with, in this task's call on the gateway's host. Its result
-        is kept as the next batch's removal (roll_batch.yml), with what a failed removal or drain said: that batch then
-        leaves its servers untouched and stops the roll, as when it takes itself out."""
+    def removal(self, batch, rotation, gateway, task_vars):
+        """BATCH out of rotation and drained (sglang_gateway_rotation state=out on the task's host): what the module
+        returned, a refusal, a failed drain or an unreachable host included (then no drains: nothing changes)."""
         try:
             res = self._module('sglang_gateway_rotation', dict(
                 url=gateway['url'], admin_key=gateway.get('admin_key'), worker_api_key=gateway.get('api_key'),
-                workers=next_workers(nxt), state='out', min_in_service=nxt['min_in_service'],
-                drain_timeout=nxt['drain_timeout'], drain_policy=nxt['drain_policy']), task_vars)
+                workers=[api_worker(w) for w in batch.get('workers') or []], state='out', **rotation), task_vars)
         except AnsibleError as err:
             res = dict(msg='the gateway\'s host could not take the batch out: %s' % err, drains=[], removed=[])
-        return self.kept(nxt['batch'], res)
+        return dict((k, v) for k, v in res.items() if k not in ('invocation', '_ansible_no_log', 'failed'))
 
     def decide(self, args, task_vars):
         batch = args['batch'] or {}

@@ -13,6 +13,11 @@ version_added: 0.3.0
 description:
   - Used by the C(llmops.sglang.roll) playbook (C(playbooks/tasks/roll_batch.yml)) on the gateway's host; its decisions
     are pure functions (C(plugins/module_utils/gateway/_roll.py)) made on the controller.
+  - O(phase=out) - takes the batch out of the gateway's rotation, confirms it and drains its servers
+    (M(llmops.sglang.sglang_gateway_rotation) O(llmops.sglang.sglang_gateway_rotation#module:state=out), run on the
+    task's host), or reads that removal from O(previous) when the previous batch's return step made it; returns what the
+    removal returned and RV(cleared_hosts), the hosts whose change may run. A refusal, a failed drain or an unreachable
+    gateway host is returned (no drains, no cleared hosts), not raised; the batch's O(phase=return) then stops the roll.
   - O(phase=return) - after a batch's change, reads what each host of O(batch) registered (the
     C(llmops.sglang.sglang_service) role's public result C(sglang_service_result), the failure the roll caught in
     C(sglang_roll_failure)) and O(out) (the batch's removal and drains, M(llmops.sglang.sglang_gateway_rotation)),
@@ -21,7 +26,7 @@ description:
     (M(llmops.sglang.sglang_gateway_rotation) O(llmops.sglang.sglang_gateway_rotation#module:state=in), run on the task's
     host), says whether the roll goes on (it stops on a failed drain, a failed or rolled-back change, a worker that did
     not return), takes a worker that did not return out of rotation again, prints one line per worker, and keeps the
-    rows so far in the fact C(sglang_roll_state). When the roll goes on and O(next) names the next batch, takes that
+    rows so far in the fact C(sglang_roll_state). When the roll goes on and O(next_batch) names the next batch, takes that
     batch out of rotation and drains it in the same task (M(llmops.sglang.sglang_gateway_rotation)
     O(llmops.sglang.sglang_gateway_rotation#module:state=out), the same call the next batch would begin with; in the
     call that puts this batch back, with O(llmops.sglang.sglang_gateway_rotation#module:then_out)), and returns what it
@@ -34,21 +39,27 @@ options:
     description: Which step.
     type: str
     required: true
-    choices: [return, report]
+    choices: [out, return, report]
   batch:
-    description: With O(phase=return), the batch (an entry of RV(llmops.sglang.sglang_roll_plan#module:batches)).
+    description: With O(phase=out) and O(phase=return), the batch (an entry of RV(llmops.sglang.sglang_roll_plan#module:batches)).
     type: dict
+  previous:
+    description:
+      - With O(phase=out), the registered result of the previous batch's O(phase=return) (empty for the first batch).
+        When its RV(next_out) is this batch, the batch is already out of rotation and drained, and is not taken out again.
+    type: dict
+    default: {}
   out:
-    description: With O(phase=return), the registered result of the batch's O(llmops.sglang.sglang_gateway_rotation#module:state=out).
+    description: With O(phase=return), the registered result of the batch's O(phase=out).
     type: dict
     default: {}
   gateway:
-    description: With O(phase=return), the gateway the batch goes back into.
+    description: With O(phase=out) and O(phase=return), the gateway of the roll. Empty values count as unset.
     type: dict
     default: {}
     suboptions:
       url:
-        description: Its base URL, as seen from the task's host (required with O(phase=return)).
+        description: Its base URL, as seen from the task's host (required with O(phase=out) and O(phase=return)).
         type: str
       admin_key:
         description: An admin key of its C(--control-plane-api-keys).
@@ -60,22 +71,11 @@ options:
         description: Seconds the gateway may take to report the workers in rotation.
         type: float
         default: 120
-  rows:
-    description: With O(phase=return), the rows of earlier batches; with O(phase=report), every row.
-    type: list
-    elements: dict
-    default: []
-  next:
-    description:
-      - With O(phase=return), the batch after this one, taken out of rotation and drained once this batch is back and
-        proven and the roll goes on. Empty O(next.batch) (the last batch) takes nothing out.
+  rotation:
+    description: How a batch leaves rotation, with O(phase=out) and for the next batch with O(phase=return).
     type: dict
     default: {}
     suboptions:
-      batch:
-        description: The next batch (an entry of RV(llmops.sglang.sglang_roll_plan#module:batches)).
-        type: dict
-        default: {}
       min_in_service:
         description: As O(llmops.sglang.sglang_gateway_rotation#module:min_in_service).
         type: int
@@ -89,6 +89,18 @@ options:
         type: str
         choices: [wait, proceed, fail]
         default: fail
+  rows:
+    description: With O(phase=return), the rows of earlier batches; with O(phase=report), every row.
+    type: list
+    elements: dict
+    default: []
+  next_batch:
+    description:
+      - With O(phase=return), the batch after this one (an entry of RV(llmops.sglang.sglang_roll_plan#module:batches)),
+        taken out of rotation and drained as O(rotation) says once this batch is back and proven and the roll goes on.
+        Empty (the last batch) takes nothing out.
+    type: dict
+    default: {}
   plan:
     description: With O(phase=report), the registered result of M(llmops.sglang.sglang_roll_plan).
     type: dict
@@ -152,9 +164,22 @@ back:
   description: With O(phase=return), the result of putting the workers back (as M(llmops.sglang.sglang_gateway_rotation) returns it).
   returned: phase=return
   type: dict
+cleared_hosts:
+  description:
+    - With O(phase=out), the hosts of the batch whose change may run - their worker left rotation and drained, or
+      reached O(rotation.drain_timeout) under the policy C(proceed). Beside it, what
+      M(llmops.sglang.sglang_gateway_rotation) returned for the removal (RV(llmops.sglang.sglang_gateway_rotation#module:drains),
+      C(removed), C(at), C(msg)).
+  returned: phase=out
+  type: list
+  elements: str
+reused:
+  description: With O(phase=out), whether the removal was the previous batch's return step's (RV(next_out)).
+  returned: phase=out
+  type: bool
 next_out:
   description:
-    - With O(phase=return), when the roll goes on and O(next) named a batch - C(index) (the batch's) and C(result) (what
+    - With O(phase=return), when the roll goes on and O(next_batch) named a batch - C(index) (the batch's) and C(result) (what
       M(llmops.sglang.sglang_gateway_rotation) returned for taking it out, as with
       O(llmops.sglang.sglang_gateway_rotation#module:state=out) - RV(llmops.sglang.sglang_gateway_rotation#module:drains),
       C(msg), ...; a refusal or a failed drain is in it, not raised).

@@ -490,6 +490,22 @@ def judge(outcomes: List[WorkerOutcome], back: Dict[str, Any]) -> Tuple[str, str
     return verdict[0], verdict[1], take_out
 
 
+def taken_out_before(batch: Dict[str, Any], previous: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The batch's removal when the previous batch's return step already took it out (its ``next_out``), else None."""
+    nxt = _dict(_dict(previous).get('next_out'))
+    if nxt and nxt.get('index') == batch.get('index') and isinstance(nxt.get('result'), dict):
+        return nxt['result']
+    return None
+
+
+def cleared_hosts(batch: Dict[str, Any], removal: Dict[str, Any]) -> List[str]:
+    """The hosts of ``batch`` whose change may run: their worker left rotation and drained (``idle``) or reached its
+    bound under the policy ``proceed``. A worker that did not leave or whose drain failed keeps its server untouched."""
+    outcomes = dict((d.get('url'), d.get('outcome')) for d in _dict(removal).get('drains') or [])
+    return [host for worker in batch.get('workers') or [] if outcomes.get(worker.get('url')) in ('idle', 'proceed')
+            for host in worker.get('hosts') or [worker['name']]]
+
+
 def may_go_on(outcomes: List[WorkerOutcome]) -> bool:
     """Before the batch is put back: whether the roll goes on once every worker that serves is back in rotation and
     proven - ``batch_verdict`` less the return (every worker left rotation, drained or past its bound with

@@ -1,9 +1,10 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The return step of a rolling change (llmops.sglang.sglang_roll_step phase=return): the next batch leaves rotation in
-the same task only when this one is back, proven and the roll goes on; the modules it runs on the gateway's host are
-replaced by a recorder."""
+"""The out and return steps of a rolling change (llmops.sglang.sglang_roll_step phase=out / phase=return): a batch
+leaves rotation once, in its own out step or in the previous batch's return; the next batch leaves rotation in the
+return's task only when this one is back, proven and the roll goes on; only the hosts of drained workers change. The
+modules it runs on the gateway's host are replaced by a recorder."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def batch(index, host, url):
             'workers': [{'name': host, 'url': url, 'hosts': [host], 'worker_type': 'regular'}]}
 
 
-NEXT = {'batch': batch(2, 'w2', B), 'min_in_service': 1, 'drain_timeout': 30.0, 'drain_policy': 'fail'}
+NEXT = batch(2, 'w2', B)
+ROTATION = {'min_in_service': 1, 'drain_timeout': 30.0, 'drain_policy': 'fail'}
 
 
 def action(answers):
@@ -49,8 +51,8 @@ def action(answers):
 def args(result, nxt=None):
     facts = {'w1': {'sglang_service_result': result}}
     out = {'drains': [{'url': A, 'outcome': 'idle', 'seconds': 0.4, 'drained': 1, 'policy': 'fail'}], 'at': time.time()}
-    return ({'batch': batch(1, 'w1', A), 'out': out, 'gateway': dict(GATEWAY), 'rows': [], 'next': nxt or {}},
-            {'hostvars': facts})
+    return ({'phase': 'return', 'batch': batch(1, 'w1', A), 'out': out, 'gateway': dict(GATEWAY), 'rows': [],
+             'next_batch': nxt or {}, 'rotation': dict(ROTATION)}, {'hostvars': facts})
 
 
 BACK = {'changed': True, 'verdict': {'done': True, 'waiting': {}, 'failed': {}}, 'waited': 0.2,
@@ -115,7 +117,7 @@ def test_a_next_batch_out_while_the_verdict_stops_goes_back_at_once():
 
 def test_the_last_batch_takes_nothing_out():
     act = action({'in': BACK, 'then': OUT})
-    got = act.put_back(*args(READY, {'batch': {}, 'min_in_service': 1, 'drain_timeout': 30.0, 'drain_policy': 'fail'}))
+    got = act.put_back(*args(READY, {}))
     assert not got['stop'] and 'next_out' not in got and [c[1] for c in act.calls] == ['in']
     assert not act.calls[0][2].get('then_out')
 
@@ -131,3 +133,53 @@ def test_a_next_removal_that_fails_is_kept_for_the_next_batch_not_raised():
     assert 'could not take the batch out' in got['next_out']['result']['msg'] and got['next_out']['result']['drains'] == []
     # this batch's own rows are kept whatever happened to the next one
     assert got['rows'][0]['status'] == 'rolled'
+
+
+def out_args(index, host, url, previous=None):
+    return {'phase': 'out', 'batch': batch(index, host, url), 'previous': previous or {}, 'gateway': dict(GATEWAY),
+            'rotation': dict(ROTATION)}
+
+
+def test_the_first_batch_leaves_rotation_in_its_own_out_step():
+    act = action({'out': dict(OUT, removed=[A], drains=[{'url': A, 'outcome': 'idle', 'seconds': 0.5, 'drained': 1}])})
+    got = act.take_out(out_args(1, 'w1', A), {})
+    assert [c[1] for c in act.calls] == ['out']
+    _name, _state, call = act.calls[0]
+    assert call['workers'] == [{'url': A, 'worker_type': 'regular'}]
+    assert (call['min_in_service'], call['drain_timeout'], call['drain_policy']) == (1, 30.0, 'fail')
+    assert (call['worker_api_key'], call['admin_key']) == ('k', 'adm')
+    assert got['cleared_hosts'] == ['w1'] and got['reused'] is False and got['changed'] is True
+    assert 'invocation' not in got and 'failed' not in got
+
+
+def test_a_batch_the_previous_return_took_out_is_not_taken_out_again():
+    previous = {'stop': False, 'next_out': {'index': 2, 'result': dict(OUT)}}
+    act = action({})
+    got = act.take_out(out_args(2, 'w2', B, previous), {})
+    assert act.calls == []  # no module run on the gateway's host
+    assert got['cleared_hosts'] == ['w2'] and got['reused'] is True and got['changed'] is False
+    assert got['drains'] == OUT['drains'] and got['at'] == OUT['at']
+    # a removal the previous return made for another batch is not this one's
+    act = action({'out': OUT})
+    got = act.take_out(out_args(3, 'w3', B, previous), {})
+    assert [c[1] for c in act.calls] == ['out'] and got['reused'] is False
+
+
+def test_only_the_hosts_of_drained_workers_change():
+    drains = [{'url': A, 'outcome': 'fail', 'reason': '2 in flight at drain_timeout'},
+              {'url': B, 'outcome': 'proceed', 'at_timeout': 1}]
+    two = {'index': 1, 'hosts': ['w1', 'w2a', 'w2b'], 'names': ['w1', 'w2'],
+           'workers': [{'name': 'w1', 'url': A, 'hosts': ['w1']}, {'name': 'w2', 'url': B, 'hosts': ['w2a', 'w2b']}]}
+    act = action({'out': {'ok': False, 'msg': 'drain failed', 'drains': drains, 'removed': [A, B], 'failed': True}})
+    got = act.take_out(dict(out_args(1, 'w1', A), batch=two), {})
+    assert got['cleared_hosts'] == ['w2a', 'w2b']  # a multi-node worker: every rank
+    assert 'failed' not in got and got['msg'] == 'drain failed'  # kept for the return step, not raised
+
+
+def test_a_removal_that_cannot_run_clears_no_host():
+    act = action({'out': AnsibleConnectionFailure('ssh: connection reset')})
+    got = act.take_out(out_args(1, 'w1', A), {})
+    assert got['cleared_hosts'] == [] and got['drains'] == [] and 'could not take the batch out' in got['msg']
+    refused = {'ok': False, 'failed': True, 'msg': 'refusing: min_in_service 1', 'drains': [], 'removed': []}
+    got = action({'out': refused}).take_out(out_args(1, 'w1', A), {})
+    assert got['cleared_hosts'] == [] and got['msg'].startswith('refusing')
