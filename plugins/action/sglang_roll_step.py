@@ -77,18 +77,22 @@ class ActionModule(ActionBase):
     (the task's host), in one task: the decision, the rotation and the verdict."""
 
     TRANSFERS_FILES = False
-    _supports_check_mode = False
+    # check mode: the report alone (a dry run's table); the out and return steps change the gateway and are skipped
+    _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         _spec, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         task_vars = task_vars or {}
-        if args['phase'] == 'out':
+        if self._task.check_mode and args['phase'] != 'report':
+            result.update(skipped=True, changed=False,
+                          msg='check mode: a rolling change is only planned; nothing leaves or enters rotation')
+        elif args['phase'] == 'out':
             result.update(self.take_out(args, task_vars))
         elif args['phase'] == 'return':
             result.update(self.put_back(args, task_vars))
         else:
-            result.update(self.report(args))
+            result.update(self.report(args, dry_run=self._task.check_mode))
         return result
 
     def _module(self, name, module_args, task_vars):
@@ -202,14 +206,14 @@ class ActionModule(ActionBase):
         state = {'stopped': action == 'stop', 'reason': why if action == 'stop' else '', 'rows': list(earlier_rows) + rows}
         return dict(rows=rows, stop=action == 'stop', reason=why, take_out=take_out, ansible_facts={'sglang_roll_state': state})
 
-    def report(self, args):
+    def report(self, args, dry_run=False):
         plan = args['plan'] or {}
         if not isinstance(plan, dict):
             raise AnsibleActionFail('plan must be the registered result of llmops.sglang.sglang_roll_plan: %s' % json.dumps(plan)[:200])
-        rows = report_rows(plan, [outcome_from(r) for r in args['rows']], args['stopped'])
+        rows = report_rows(plan, [outcome_from(r) for r in args['rows']], args['stopped'], dry_run=dry_run)
         data = [r.to_json() for r in rows]
-        display.display(render_roll(rows, args['stopped']))
-        out = dict(rows=data, stopped=bool(args['stopped']), reason=args['stopped'], changed=False)
+        display.display(render_roll(rows, args['stopped'], dry_run=dry_run))
+        out = dict(rows=data, stopped=bool(args['stopped']), reason=args['stopped'], changed=False, dry_run=dry_run)
         if args['path']:
             write_rows(args['path'], data)
             out['path'] = args['path']

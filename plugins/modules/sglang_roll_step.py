@@ -117,8 +117,10 @@ extends_documentation_fragment:
   - llmops.sglang._attributes.ACTION
 attributes:
   check_mode:
-    support: none
-    details: A step of a rolling change.
+    support: partial
+    details:
+      - O(phase=out) and O(phase=return) are skipped (they change the gateway's rotation); O(phase=report) prints a dry
+        run's table, the workers of the plan's batches as C(would roll).
   idempotent:
     details: Workers already in rotation are left there; a second call proves them again.
   platform:
@@ -155,6 +157,10 @@ reason:
   description: Why the roll goes on or stops.
   returned: always
   type: str
+dry_run:
+  description: With O(phase=report), whether the run was in check mode (the table then says so).
+  returned: phase=report
+  type: bool
 take_out:
   description: With O(phase=return), URLs of workers taken out of rotation again (back, but not proven).
   returned: phase=return

@@ -441,14 +441,21 @@ def unchanged_outcome(worker: Dict[str, Any]) -> WorkerOutcome:
                          reason='its deployment would not change (the deploy plan): left in rotation, not drained')
 
 
-def report_rows(plan_json: Dict[str, Any], rows: List[WorkerOutcome], stopped: str = '') -> List[WorkerOutcome]:
+def report_rows(plan_json: Dict[str, Any], rows: List[WorkerOutcome], stopped: str = '',
+                dry_run: bool = False) -> List[WorkerOutcome]:
     """Every worker of the roll's plan (the JSON of ``RollPlan``) once, in the inventory's order: the rows of the batches
-    that ran, a row for each worker of a batch the roll did not reach, and one for each worker it left alone."""
+    that ran, a row for each worker of a batch the roll did not reach (``would roll`` in a dry run: check mode runs the
+    plan alone), and one for each worker it left alone."""
     out = list(rows)
     seen = set(r.name for r in rows)
     for batch in plan_json.get('batches') or []:
         for worker in batch.get('workers') or []:
-            if worker['name'] not in seen:
+            if worker['name'] in seen:
+                continue
+            if dry_run:
+                out.append(WorkerOutcome(worker['name'], worker['url'], batch['index'], status='would roll',
+                                         reason='would roll in batch %d (check mode: nothing touched)' % batch['index']))
+            else:
                 out.append(WorkerOutcome(worker['name'], worker['url'], batch['index'],
                                          reason='not reached: the roll stopped before batch %d' % batch['index']
                                          if stopped else 'not reached'))

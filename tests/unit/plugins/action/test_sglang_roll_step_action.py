@@ -183,3 +183,23 @@ def test_a_removal_that_cannot_run_clears_no_host():
     refused = {'ok': False, 'failed': True, 'msg': 'refusing: min_in_service 1', 'drains': [], 'removed': []}
     got = action({'out': refused}).take_out(out_args(1, 'w1', A), {})
     assert got['cleared_hosts'] == [] and got['msg'].startswith('refusing')
+
+
+class _Task:
+    def __init__(self, check_mode):
+        self.check_mode = check_mode
+
+
+def test_check_mode_skips_the_steps_that_change_the_rotation(monkeypatch):
+    """In check mode the out and return steps run no module (the gateway keeps its rotation); the report runs."""
+    act = action({})
+    act._task = _Task(True)
+    monkeypatch.setattr(act, 'validate_argument_spec', lambda argument_spec: (None, out_args(1, 'w1', A)), raising=False)
+    monkeypatch.setattr(ActionModule.__mro__[1], 'run', lambda self, tmp=None, task_vars=None: {})
+    got = act.run(task_vars={})
+    assert got['skipped'] is True and got['changed'] is False and act.calls == []
+    plan = {'batches': [batch(1, 'w1', A)], 'fleet': [{'name': 'w1', 'url': A}], 'unchanged': []}
+    monkeypatch.setattr(act, 'validate_argument_spec', lambda argument_spec: (
+        None, {'phase': 'report', 'plan': plan, 'rows': [], 'stopped': '', 'path': None}), raising=False)
+    got = act.run(task_vars={})
+    assert got['dry_run'] is True and [(r['name'], r['status']) for r in got['rows']] == [('w1', 'would roll')]

@@ -265,6 +265,17 @@ def test_the_report_has_every_worker_once_in_the_inventorys_order():
     assert rows[2].reason == 'not reached: the roll stopped before batch 2'
 
 
+def test_a_dry_run_reports_what_would_roll_and_says_it_changed_nothing():
+    previews = {'node2': Preview(unchanged=True)}
+    planned = plan(fleet3(), gw(*URLS), RollSettings(batch=1), previews).to_json()
+    rows = report_rows(planned, [], dry_run=True)
+    assert [(r.name, r.batch, r.status, r.change) for r in rows] == [
+        ('node1', 1, 'would roll', 'not run'), ('node2', 0, 'unchanged', 'unchanged'), ('node3', 2, 'would roll', 'not run')]
+    assert rows[2].reason == 'would roll in batch 2 (check mode: nothing touched)'
+    head = render_roll(rows, dry_run=True).splitlines()[0]
+    assert head == 'llmops.sglang roll (dry run, check mode: nothing was changed): 3 workers, 1 unchanged, 2 would roll'
+
+
 def test_may_go_on_is_the_batch_verdict_less_the_return():
     from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import WorkerOutcome, batch_verdict, may_go_on
 
