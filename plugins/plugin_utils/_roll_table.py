@@ -66,7 +66,8 @@ def render_roll(rows: List[WorkerOutcome], stopped: str = '', dry_run: bool = Fa
     counts = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
+    dry = ' (dry run, check mode: nothing was changed)' if dry_run else ''
     head = 'llmops.sglang roll%s: %d worker%s, %s%s' % (
-        ' (dry run, check mode: nothing was changed)' if dry_run else '', len(rows), '' if len(rows) == 1 else 's', ', '.join('%d %s' % (n, s) for s, n in sorted(counts.items())),
+        dry, len(rows), '' if len(rows) == 1 else 's', ', '.join('%d %s' % (n, s) for s, n in sorted(counts.items())),
         '; stopped: %s' % one_line(stopped) if stopped else '')
     return '\n'.join([head, ''] + render([_Cells(r) for r in rows], COLUMNS))
