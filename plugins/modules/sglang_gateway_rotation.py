@@ -216,7 +216,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import ControlPlane, ControlPlaneError
-from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import DrainSettings
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import DrainSettings, at_bound
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._reconcile import Wanted
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._rotation import Refused, Rotation, drain_all, prove_all
 
@@ -255,7 +255,7 @@ def out_message(drains):
     return 'out of rotation and drained: %s' % '; '.join(
         '%s %s after %.1fs (%s request(s) drained%s)' % (
             d['url'], d['outcome'], d['seconds'], d['drained'],
-            '; %s in flight at drain_timeout, policy %s' % (d['at_timeout'], d['policy']) if d['at_timeout'] is not None else '')
+            '; ' + at_bound(d['at_timeout'], d['policy']) if d['at_timeout'] is not None else '')
         for d in drains)
 
 

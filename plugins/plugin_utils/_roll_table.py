@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, List
 
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import at_bound
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import WorkerOutcome
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import Column, one_line, render
 
@@ -20,7 +21,7 @@ def _drain(row: WorkerOutcome) -> str:
     if row.drain == 'idle':
         if row.drain_at_timeout is not None:
             # policy wait: past drain_timeout it kept waiting until the server was idle
-            return '%s, %d in flight at bound (%s)' % (text, row.drain_at_timeout, row.drain_policy or 'wait')
+            return '%s, %s' % (text, at_bound(row.drain_at_timeout, row.drain_policy))
         return text
     return '%s, %s left (%s)' % (text, row.still_running if row.still_running is not None else '?', row.drain)
 

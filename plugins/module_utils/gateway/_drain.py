@@ -122,6 +122,11 @@ def read_load(url: str, source: str, api_key: Optional[str] = None, timeout: flo
     return load, None, False
 
 
+def at_bound(in_flight: int, policy: str) -> str:
+    """How a drain that reached drain_timeout is said everywhere (the module's message, the roll's table)."""
+    return '%d in flight at drain_timeout (%s)' % (in_flight, policy or 'wait')
+
+
 @dataclass
 class DrainResult:
     outcome: str  # idle, proceed, fail

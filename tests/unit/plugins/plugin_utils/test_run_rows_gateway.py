@@ -47,7 +47,7 @@ def test_the_roll_table_says_drain_change_start_and_return_per_worker():
     assert lines[3].split()[:12] == ['gw1', '1', 'rolled', '2', 'req', '1.4s', 'changed', '79.6s', 'ready', '15.8s', 'yes', '1.2s']
     assert '0 req 2.1s, 1 left (proceed)' in lines[4]
     assert lines[5].split()[:3] == ['gw3', '3', 'untouched']
-    assert '1 req 38.2s, 1 in flight at bound (wait)' in lines[6]
+    assert '1 req 38.2s, 1 in flight at drain_timeout (wait)' in lines[6]
 
 
 GUARD = {'summary': 'hung 1', 'guard': {'events': [
@@ -64,3 +64,15 @@ def test_the_guard_column_shows_its_events_and_fails_nothing():
                                        'restarted in 8.1s, ready after 1.5s, a generation request answered']
     assert render(rows, columns_for(CHECK_PARTS, rows))[0].split()[-2:] == ['GUARD', 'REASON']
     assert 'GUARD' not in render(rows[1:], columns_for(CHECK_PARTS, rows[1:]))[0]
+
+
+def test_a_drain_past_its_bound_is_said_alike_in_the_module_message_and_the_table():
+    from ansible_collections.llmops.sglang.plugins.modules.sglang_gateway_rotation import out_message
+    drain = {'url': 'http://10.0.0.11:30000', 'outcome': 'idle', 'seconds': 38.2, 'drained': 1, 'at_timeout': 1,
+             'policy': 'wait'}
+    msg = out_message([drain])
+    row = WorkerOutcome('gw1', drain['url'], 1, drain='idle', drained=1, drain_seconds=38.2, drain_policy='wait',
+                        drain_at_timeout=1, status='rolled')
+    cell = [line for line in render_roll([row]).splitlines() if line.startswith('gw1')][0]
+    assert msg.endswith('(1 request(s) drained; 1 in flight at drain_timeout (wait))')
+    assert '1 req 38.2s, 1 in flight at drain_timeout (wait)' in cell
