@@ -68,6 +68,12 @@ def next_workers(batch):
     return [api_worker(w) for w in (batch or {}).get('workers') or []]
 
 
+def say_removal(batch, res):
+    """One line when a batch leaves rotation, wherever that happens (its own out step or the previous return)."""
+    display.display('batch %s (%s): %s' % (batch.get('index'), ', '.join(batch.get('names') or []),
+                                           res.get('msg') or 'taken out of rotation'))
+
+
 def outcome_from(data):
     return WorkerOutcome(**dict((k, v) for k, v in data.items() if k in WorkerOutcome.__dataclass_fields__))
 
@@ -116,6 +122,7 @@ class ActionModule(ActionBase):
         reused = removal is not None
         if not reused:
             removal = self.removal(batch, args['rotation'], self._gateway(args), task_vars)
+            say_removal(batch, removal)
         return dict(removal, cleared_hosts=cleared_hosts(batch, removal), reused=reused,
                     changed=bool(removal.get('changed')) and not reused)
 
@@ -164,8 +171,7 @@ class ActionModule(ActionBase):
     def kept(batch, res):
         """The next batch's removal as that batch's out step reads it (``previous``), and its line on the screen."""
         res = dict((k, v) for k, v in res.items() if k not in ('invocation', '_ansible_no_log', 'failed'))
-        display.display('batch %s (%s): %s' % (batch.get('index'), ', '.join(batch.get('names') or []),
-                                               res.get('msg') or 'taken out of rotation'))
+        say_removal(batch, res)
         return dict(index=batch.get('index'), result=res)
 
     def removal(self, batch, rotation, gateway, task_vars):

@@ -12,6 +12,7 @@ import time
 
 from ansible.errors import AnsibleConnectionFailure
 
+from ansible_collections.llmops.sglang.plugins.action import sglang_roll_step as roll_step
 from ansible_collections.llmops.sglang.plugins.action.sglang_roll_step import ActionModule
 
 A, B = 'http://10.0.0.11:30000', 'http://10.0.0.12:30000'
@@ -140,9 +141,12 @@ def out_args(index, host, url, previous=None):
             'rotation': dict(ROTATION)}
 
 
-def test_the_first_batch_leaves_rotation_in_its_own_out_step():
+def test_the_first_batch_leaves_rotation_in_its_own_out_step(monkeypatch):
+    said = []
+    monkeypatch.setattr(roll_step.display, 'display', said.append)
     act = action({'out': dict(OUT, removed=[A], drains=[{'url': A, 'outcome': 'idle', 'seconds': 0.5, 'drained': 1}])})
     got = act.take_out(out_args(1, 'w1', A), {})
+    assert said == ['batch 1 (w1): out of rotation and drained: ...']  # one line, as for the batches after it
     assert [c[1] for c in act.calls] == ['out']
     _name, _state, call = act.calls[0]
     assert call['workers'] == [{'url': A, 'worker_type': 'regular'}]
@@ -152,10 +156,13 @@ def test_the_first_batch_leaves_rotation_in_its_own_out_step():
     assert 'invocation' not in got and 'failed' not in got
 
 
-def test_a_batch_the_previous_return_took_out_is_not_taken_out_again():
+def test_a_batch_the_previous_return_took_out_is_not_taken_out_again(monkeypatch):
+    said = []
+    monkeypatch.setattr(roll_step.display, 'display', said.append)
     previous = {'stop': False, 'next_out': {'index': 2, 'result': dict(OUT)}}
     act = action({})
     got = act.take_out(out_args(2, 'w2', B, previous), {})
+    assert said == []  # the return that took it out said it already
     assert act.calls == []  # no module run on the gateway's host
     assert got['cleared_hosts'] == ['w2'] and got['reused'] is True and got['changed'] is False
     assert got['drains'] == OUT['drains'] and got['at'] == OUT['at']
