@@ -37,6 +37,7 @@ ARGUMENT_SPEC = dict(
     )),
     rotation=dict(type='dict', default={}, options=dict(
         min_in_service=dict(type='int', default=0),
+        drain=dict(type='bool', default=True),
         drain_timeout=dict(type='float', default=120.0),
         drain_policy=dict(type='str', default='fail', choices=['wait', 'proceed', 'fail']),
     )),

@@ -159,6 +159,14 @@ recorded_at:
   returned: always
   type: str
   sample: "2026-12-01T13:02:11Z"
+drain:
+  description:
+    - With C(sglang_service_drain), the drain the run waited for before it changed what the server runs
+      (M(llmops.sglang.sglang_drain) - C(outcome), C(seconds), C(in_flight_at_start), C(drained), C(still_running),
+      C(peak), C(policy), C(at_timeout), C(source), C(reason), C(msg)); V(null) without it, on a rank above 0, or when
+      the run stopped before it.
+  returned: always
+  type: dict
 preflight:
   description:
     - The pre-flight's verdict (M(llmops.sglang.sglang_preflight) - C(ok), C(msg), C(summary), C(rank), C(stopped),

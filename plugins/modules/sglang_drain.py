@@ -55,6 +55,11 @@ options:
     description: Seconds between two readings.
     type: float
     default: 0.5
+  idle_spacing:
+    description:
+      - Seconds before a reading that confirms an idle one (default O(interval)), so that a short O(interval) ends the
+        drain soon after the last request without shortening the time a request on its way has to show up.
+    type: float
   idle_readings:
     description: Readings in a row that must say 0 (SGLang sets its metrics gauges at its own log intervals).
     type: int
@@ -175,6 +180,7 @@ def main():
             max_wait=dict(type='float', default=3600.0),
             interval=dict(type='float', default=0.5),
             idle_readings=dict(type='int', default=2),
+            idle_spacing=dict(type='float'),
             validate_certs=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
@@ -185,7 +191,8 @@ def main():
                          % (p['idle_readings'], p['interval'], p['timeout']))
     source = pick_source(p['url'], p['source'], p['api_key'])
     settings = DrainSettings(timeout=p['timeout'], policy=p['policy'], interval=p['interval'],
-                             idle_readings=p['idle_readings'], max_wait=max(p['max_wait'], p['timeout']))
+                             idle_readings=p['idle_readings'], max_wait=max(p['max_wait'], p['timeout']),
+                             idle_spacing=p['idle_spacing'])
     result = Drainer(lambda: read_load(p['url'], source, p['api_key']), settings, source).run()
     out = result.to_json()
     out['source'] = source

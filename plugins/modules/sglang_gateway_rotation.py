@@ -53,6 +53,14 @@ options:
     description: With O(state=out), workers that must stay in rotation (V(0) checks nothing).
     type: int
     default: 0
+  drain:
+    description:
+      - With O(state=out) (and O(then_out)), drain each server here. V(false) - only take it out, confirm it and read
+        once what it still has in flight (RV(drains), C(outcome) V(left)): the drain is left to the change, which waits
+        for it where it first changes what the server runs (the llmops.sglang.sglang_service role's
+        C(sglang_service_drain), as llmops.sglang.roll does), so that its first steps run while the requests end.
+    type: bool
+    default: true
   drain_timeout:
     description: Seconds a drain may take before O(drain_policy) decides.
     type: float
@@ -182,7 +190,8 @@ waited:
   type: float
 drains:
   description:
-    - With O(state=out), one per worker - C(url), C(outcome) (V(idle), V(proceed), V(fail)), C(seconds), C(drained),
+    - With O(state=out), one per worker - C(url), C(outcome) (V(idle), V(proceed), V(fail); V(left) with O(drain=false),
+      its C(in_flight_at_start) read once), C(seconds), C(drained),
       C(in_flight_at_start), C(still_running), C(peak), C(source), C(policy), C(at_timeout) (in flight when
       O(drain_timeout) passed, V(null) when drained within it), C(reason) and the last readings.
   returned: always
@@ -218,7 +227,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import ControlPlane, ControlPlaneError
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import DrainSettings, at_bound
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._reconcile import Wanted
-from ansible_collections.llmops.sglang.plugins.module_utils.gateway._rotation import Refused, Rotation, drain_all, prove_all
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._rotation import Refused, Rotation, drain_all, left_to_the_change, prove_all
 
 
 def take_out(p, rotation, wanted, out):
@@ -227,6 +236,10 @@ def take_out(p, rotation, wanted, out):
                verdict=dict(done=step.verdict.done, waiting=step.verdict.waiting, failed=step.verdict.failed))
     if not step.verdict.done:
         return 'the gateway still routes to %s' % ', '.join(step.verdict.waiting)
+    out['at'] = time.time()
+    if not p['drain']:
+        out['drains'] = left_to_the_change([w.url for w in wanted], p['drain_source'], p['worker_api_key'], p['drain_policy'])
+        return ''
     settings = DrainSettings(timeout=p['drain_timeout'], policy=p['drain_policy'], interval=p['drain_interval'],
                              max_wait=max(p['drain_max_wait'], p['drain_timeout']), idle_spacing=p['drain_idle_spacing'])
     drains = drain_all([w.url for w in wanted], settings, p['drain_source'], p['worker_api_key'])
@@ -252,6 +265,9 @@ def put_in(p, rotation, wanted, out):
 
 
 def out_message(drains):
+    if drains and all(d['outcome'] == 'left' for d in drains):
+        return 'out of rotation, its change drains it: %s' % '; '.join(
+            '%s %s in flight' % (d['url'], '?' if d['in_flight_at_start'] is None else d['in_flight_at_start']) for d in drains)
     return 'out of rotation and drained: %s' % '; '.join(
         '%s %s after %.1fs (%s request(s) drained%s)' % (
             d['url'], d['outcome'], d['seconds'], d['drained'],
@@ -289,6 +305,7 @@ def main():
             workers=dict(type='list', elements='raw', required=True),
             state=dict(type='str', choices=['out', 'in'], required=True),
             min_in_service=dict(type='int', default=0),
+            drain=dict(type='bool', default=True),
             drain_timeout=dict(type='float', default=120.0),
             drain_policy=dict(type='str', choices=['wait', 'proceed', 'fail'], default='fail'),
             drain_max_wait=dict(type='float', default=3600.0),

@@ -80,6 +80,13 @@ options:
         description: As O(llmops.sglang.sglang_gateway_rotation#module:min_in_service).
         type: int
         default: 0
+      drain:
+        description:
+          - As O(llmops.sglang.sglang_gateway_rotation#module:drain). V(false) (what llmops.sglang.roll passes) - the
+            batch's change drains each server itself (the role's C(sglang_service_drain)); the worker's row then shows
+            that drain, and its change's time leaves out what the change waited for it.
+        type: bool
+        default: true
       drain_timeout:
         description: As O(llmops.sglang.sglang_gateway_rotation#module:drain_timeout).
         type: float

@@ -29,6 +29,7 @@ class Facts:
     lock_waited: bool = False                   # this run waited for another run's host lock
     previous_version: str = ''                  # the SGLang version before this run's install (for a rollback)
     sglang_pending: bool = False                # check mode: pip would create or change the venv
+    drain: Optional[Dict[str, Any]] = None      # llmops.sglang.sglang_drain, before this run changed what the server runs
     flags_checked: str = ''                     # the release whose wheel the server arguments were checked against
     preflight: Optional[Dict[str, Any]] = None  # llmops.sglang.sglang_preflight: ok, msg, summary, rank, stopped
     sm120_patch: Optional[Dict[str, Any]] = None  # llmops.sglang.sglang_patch_sm120's last run: state, version, sites

@@ -102,6 +102,7 @@ class Inputs:
     stable_for: int = 15
     lock: bool = True
     lock_timeout: int = 1800
+    drain: Dict[str, Any] = field(default_factory=dict)
     deployment_group: str = ''
     node_rank: Optional[int] = None
     dist_init_host: Optional[str] = None

@@ -79,6 +79,7 @@ class ServiceResult:
     sglang_version: Optional[str] = None
     recorded_at: Optional[str] = None
     preflight: Optional[Dict[str, Any]] = None
+    drain: Optional[Dict[str, Any]] = None
     sm120_patch: Optional[Dict[str, Any]] = None
     smoke: Optional[Dict[str, Any]] = None
     startup: Optional[Dict[str, Any]] = None
@@ -208,7 +209,7 @@ def service_result(facts: Facts, server: Server, check_mode: bool) -> ServiceRes
         signature=wait.get('signature'), elapsed=wait.get('elapsed'),
         url=server.url, node_rank=server.node_rank, deployment=server.deployment,
         sglang_version=stamp.get('sglang_version'), recorded_at=stamp.get('recorded_at'),
-        preflight=_plain_dict(facts.preflight), sm120_patch=_plain_dict(facts.sm120_patch), smoke=_plain_dict(facts.smoke),
+        preflight=_plain_dict(facts.preflight), drain=_plain_dict(facts.drain), sm120_patch=_plain_dict(facts.sm120_patch), smoke=_plain_dict(facts.smoke),
         startup=({'record': history.get('record'), 'comparison': history.get('comparison'), 'lines': history.get('lines')}
                  if history and history.get('record') else None),
         gate=_plain_dict(facts.gate), benchmark=_plain_dict(facts.benchmark), wait=_plain_dict(facts.wait),

@@ -33,6 +33,10 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import 
 
 # Keys of a module result that are the run's bookkeeping, not what the module found.
 NOISE = ('invocation', 'changed', 'failed', 'diff', 'warnings', 'deprecations', '_ansible_no_log')
+# sglang_service_drain's options (llmops.sglang.sglang_drain's) and what the role keeps of a drain
+DRAIN_OPTIONS = ('timeout', 'policy', 'max_wait', 'source', 'interval', 'idle_spacing', 'idle_readings')
+DRAIN_KEPT = ('outcome', 'seconds', 'in_flight_at_start', 'drained', 'still_running', 'peak', 'policy', 'at_timeout',
+              'source', 'reason', 'msg')
 
 
 class StepFailed(Exception):
@@ -421,14 +425,49 @@ def step_install(ctx: Context) -> None:
         if res.get('waited_for'):
             notice_deployed_over(ctx, res['waited_for'])
     if inputs.install:
+        if releases_differ(ctx):
+            drain_server(ctx)  # pip would replace the package the running server still serves from
         install_sglang(ctx)
     if inputs.sm120_patch and not ctx.facts.sglang_pending:
+        drain_server(ctx)  # the patch edits the running server's sources
         if patch_sm120(ctx, inputs.sm120_patch).get('changed'):
             ctx.facts.changes.append('SM120 patches')
     if inputs.check_args:
         check_flags(ctx)
     if inputs.preflight:
         run_preflight(ctx)
+    drain_server(ctx)
+
+
+def drains_here(ctx: Context) -> bool:
+    """sglang_service_drain applies on this host: asked for, a real run, the rank that serves HTTP (rank 0). Pure."""
+    return bool(ctx.inputs.drain) and not ctx.check_mode and ctx.plan.node_rank == 0
+
+
+def drain_server(ctx: Context) -> None:
+    """With sglang_service_drain (a server a rolling change took out of its gateway's rotation): wait until the running
+    server has nothing in flight (llmops.sglang.sglang_drain on its own URL) before the first thing this run changes that
+    it runs - the release, the SM120 patches, or else its unit and files in the configure step. The steps before (the
+    plan, the host lock, the install's check of an unchanged release, the argument check, the pre-flight) run while the
+    requests in flight end. Once per run; past its bound the drain's policy decides, and a failed drain stops the run
+    with nothing changed."""
+    if not drains_here(ctx) or ctx.facts.drain is not None:
+        return
+    drain = ctx.inputs.drain
+    args = {'url': ctx.plan.url, 'api_key': ctx.inputs.api_key or None}
+    args.update((k, drain[k]) for k in DRAIN_OPTIONS if drain.get(k) is not None)
+    res = ctx.run('llmops.sglang.sglang_drain', args, 'drain', read_only=True, must=False)
+    ctx.facts.drain = found(res, *DRAIN_KEPT)
+    ctx.host.say('%s: %s' % ('drain failed' if res.get('failed') else 'drained', res.get('msg') or 'no answer'), detail=True)
+    if res.get('failed'):
+        raise StepFailed('the server still has requests in flight: %s; %s.service was not touched'
+                         % (res.get('msg') or 'the drain failed', ctx.inputs.name), 'drain', found(res, *DRAIN_KEPT))
+
+
+def peer_drain_failed(ctx: Context) -> str:
+    """The serving rank's failed drain, on the other ranks of a multi-node server (they must not restart it). Pure."""
+    return next(('rank %s could not drain its server: %s' % (host, (peer.drain or {}).get('reason') or 'failed')
+                 for host, peer in sorted(ctx.peers.items()) if (peer.drain or {}).get('outcome') == 'fail'), '')
 
 
 def notice_deployed_over(ctx: Context, holder: Dict[str, Any]) -> None:
@@ -554,6 +593,9 @@ def step_configure(ctx: Context) -> None:
     """Refuse the start on a failed pre-flight (any rank's) or ranks that differ; then the account, the directories,
     the caches and the files the unit runs with, each changed only where it differs."""
     inputs, p = ctx.inputs, ctx.plan
+    peer_drain = peer_drain_failed(ctx)
+    if peer_drain:
+        raise StepFailed('%s; %s.service was not touched' % (peer_drain, inputs.name), 'drain')
     if inputs.preflight and inputs.preflight_enforce and p.rank_problems:
         raise StepFailed(' | '.join(list(p.rank_problems) + ['%s.service was not touched' % inputs.name]), 'pre-flight')
     create_layout(ctx)

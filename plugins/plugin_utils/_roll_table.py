@@ -17,6 +17,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import C
 def _drain(row: WorkerOutcome) -> str:
     if row.drain is None:
         return ''
+    if row.drain == 'left':  # its change stopped before it reached the drain
+        return '%s req, not drained' % (row.still_running if row.still_running is not None else '?')
     text = '%s req %.1fs' % (row.drained if row.drained is not None else '?', row.drain_seconds or 0.0)
     if row.drain == 'idle':
         if row.drain_at_timeout is not None:

@@ -368,7 +368,7 @@ class WorkerOutcome:
     name: str
     url: str = ''
     batch: int = 0
-    drain: Optional[str] = None  # idle, proceed, fail; None: not drained (the batch never left rotation)
+    drain: Optional[str] = None  # idle, proceed, fail; left: its change stopped before its drain; None: not drained (the batch never left rotation)
     drained: Optional[int] = None
     drain_seconds: Optional[float] = None
     still_running: Optional[int] = None
@@ -405,14 +405,18 @@ def worker_outcome(worker: Dict[str, Any], batch: int, drain: Dict[str, Any], fa
     if not drain:
         out.reason = 'not taken out of rotation'
         return out
+    result = _dict(facts.get(name, {}).get('result'))
+    drain = drain_of(drain, _dict(result.get('drain')))
     out.drain, out.drain_seconds = drain.get('outcome'), drain.get('seconds')
     out.drained, out.still_running = drain.get('drained'), drain.get('still_running')
     out.drain_policy, out.drain_at_timeout = drain.get('policy') or '', drain.get('at_timeout')
     if out.drain == 'fail':
         out.serves, out.status, out.reason = True, 'untouched', drain.get('reason') or 'drain failed'
         return out
+    if change_seconds is not None and drain.get('in_change'):
+        # the change's own time: less what it waited for the drain (the roll's, not the change's)
+        change_seconds = round(max(0.0, change_seconds - float(drain.get('seconds') or 0.0)), 1)
     out.change_seconds = change_seconds
-    result = _dict(facts.get(name, {}).get('result'))
     failure = next((f for f in (_dict(facts.get(h, {}).get('failure')) for h in worker.get('hosts') or [name]) if f), {})
     outcome, status = result.get('outcome'), result.get('status')
     if outcome in ('started', 'restarted', 'rolled back'):
@@ -433,6 +437,21 @@ def worker_outcome(worker: Dict[str, Any], batch: int, drain: Dict[str, Any], fa
         why = result.get('msg') or failure.get('msg') or 'the sglang_service role published no result'
         out.change_detail = out.reason = '%s: %s' % (failure.get('task') or 'the change', why) if failure.get('task') else why
     return out
+
+
+def drain_of(removal: Dict[str, Any], change: Dict[str, Any]) -> Dict[str, Any]:
+    """A worker's drain for its row: the removal's (``removal``, one of the rotation's ``drains``), or - when the removal
+    left it to the change (outcome ``left``) - the one the change waited for (``change``, the sglang_service role's
+    ``drain``), with the requests drained counted from what was in flight when the worker left rotation (``in_change``:
+    its seconds were spent inside the change). A change that stopped before its drain keeps outcome ``left``. Pure."""
+    if removal.get('outcome') != 'left' or not change.get('outcome'):
+        return removal
+    drain = dict(change, in_change=True)
+    at_removal, still = removal.get('in_flight_at_start'), change.get('still_running')
+    if at_removal is not None:
+        drain['in_flight_at_start'] = at_removal
+        drain['drained'] = max(0, int(at_removal) - int(still or 0))
+    return drain
 
 
 def unchanged_outcome(worker: Dict[str, Any]) -> WorkerOutcome:
@@ -506,20 +525,22 @@ def taken_out_before(batch: Dict[str, Any], previous: Dict[str, Any]) -> Optiona
 
 
 def cleared_hosts(batch: Dict[str, Any], removal: Dict[str, Any]) -> List[str]:
-    """The hosts of ``batch`` whose change may run: their worker left rotation and drained (``idle``) or reached its
-    bound under the policy ``proceed``. A worker that did not leave or whose drain failed keeps its server untouched."""
+    """The hosts of ``batch`` whose change may run: their worker left rotation and drained (``idle``), reached its
+    bound under the policy ``proceed``, or left its drain to the change (``left``: the change drains it before it
+    changes what the server runs). A worker that did not leave or whose drain failed keeps its server untouched."""
     outcomes = dict((d.get('url'), d.get('outcome')) for d in _dict(removal).get('drains') or [])
-    return [host for worker in batch.get('workers') or [] if outcomes.get(worker.get('url')) in ('idle', 'proceed')
+    return [host for worker in batch.get('workers') or [] if outcomes.get(worker.get('url')) in ('idle', 'proceed', 'left')
             for host in worker.get('hosts') or [worker['name']]]
 
 
 def may_go_on(outcomes: List[WorkerOutcome]) -> bool:
     """Before the batch is put back: whether the roll goes on once every worker that serves is back in rotation and
     proven - ``batch_verdict`` less the return (every worker left rotation, drained or past its bound with
-    ``proceed``, changed or found unchanged, and serves). The next batch may then leave rotation in the same call as
+    ``proceed`` or found unchanged by its change before it needed a drain (``left``), changed or found unchanged, and
+    serves). The next batch may then leave rotation in the same call as
     this one's return, which takes it out only once that return succeeded."""
     return bool(outcomes) and all(
-        o.drain in ('idle', 'proceed') and o.change not in ('rolled back', 'failed', 'not run') and o.serves for o in outcomes)
+        o.drain in ('idle', 'proceed', 'left') and o.change not in ('rolled back', 'failed', 'not run') and o.serves for o in outcomes)
 
 
 def batch_verdict(outcomes: List[WorkerOutcome]) -> Tuple[str, str]:

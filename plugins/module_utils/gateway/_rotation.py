@@ -131,6 +131,23 @@ def drain_all(urls: List[str], settings: DrainSettings, source: str, api_key: Op
     return results
 
 
+def left_to_the_change(urls: List[str], source: str, api_key: Optional[str], policy: str) -> List[Dict[str, object]]:
+    """Servers out of rotation whose drain their change does (``drain`` false): one reading of each, what it still
+    had in flight when it left (None when unread), in the shape of a drain's result with outcome ``left``."""
+    out = []
+    for url in urls:
+        load, refused = None, False
+        for chosen in (('metrics', 'get_load') if source == 'auto' else (source,)):
+            load, _error, refused = read_load(url, chosen, api_key)
+            if load is not None or refused:
+                break
+        busy = 0 if refused else (None if load is None else load.busy)
+        out.append(dict(url=url, outcome='left', seconds=0.0, in_flight_at_start=busy, drained=None, still_running=busy,
+                        peak=busy, policy=policy, at_timeout=None, source=source, readings=[], reading_count=1,
+                        reason='left to its change: %s in flight' % ('?' if busy is None else busy)))
+    return out
+
+
 def prove_all(gateway_url: str, urls: List[str], api_key: Optional[str], attempts: int, timeout: float,
               max_tokens: int = 4, validate_certs: bool = True) -> List[RouteResult]:
     """The route proof of each worker, one after the other (each sends requests through the gateway)."""

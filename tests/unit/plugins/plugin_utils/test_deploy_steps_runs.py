@@ -15,8 +15,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
-    Context, StepFailed, install_sglang, none_there, offset_after_restart, probe_paths, read_previous_version, step_restart,
-    version_seen, wheel_copies)
+    Context, StepFailed, install_sglang, none_there, offset_after_restart, probe_paths, read_previous_version, step_configure,
+    step_install, step_restart, version_seen, wheel_copies)
 
 
 class RecordingHost:
@@ -176,3 +176,69 @@ def test_check_mode_counts_a_wheelhouse_seen_missing_as_a_change_without_a_stat(
     ctx = context(host, Facts(stamp={'paths_present': []}), WHEELS, sglang_service_wheelhouse='/srv/wheels/')
     install_sglang(ctx)
     assert names(host) == ['pip'] and ctx.changed
+
+
+# sglang_service_drain (llmops.sglang.roll): the drain waits where the run first changes what the server runs
+DRAINED = {'outcome': 'idle', 'seconds': 0.3, 'in_flight_at_start': 0, 'drained': 0, 'still_running': 0, 'policy': 'fail',
+           'reason': 'nothing in flight in 2 readings in a row', 'msg': 'idle after 0.3s', 'readings': [{'at': 0.0}]}
+DRAIN_FAILED = {'failed': True, 'outcome': 'fail', 'seconds': 30.1, 'still_running': 2, 'policy': 'fail', 'at_timeout': 2,
+                'reason': 'still 2 request(s) after 30s', 'msg': 'http://127.0.0.1:30000: fail after 30.1s: still 2 request(s)'}
+ONLY_INSTALL = dict(sglang_service_lock=False, sglang_service_check_args=False, sglang_service_preflight=False,
+                    sglang_service_drain={'timeout': 30, 'policy': 'fail', 'idle_spacing': 0.25})
+
+
+def test_the_drain_waits_after_the_install_of_an_unchanged_release_and_only_once():
+    host = RecordingHost({'llmops.sglang.sglang_drain': DRAINED})
+    ctx = context(host, Facts(stamp={'sglang_version': '0.5.9'}), **ONLY_INSTALL)
+    step_install(ctx)
+    assert names(host) == ['pip', 'sglang_drain']
+    assert host.runs[1][1] == {'url': 'http://127.0.0.1:30000', 'api_key': None, 'timeout': 30, 'policy': 'fail',
+                               'idle_spacing': 0.25}
+    assert ctx.facts.drain['outcome'] == 'idle' and 'readings' not in ctx.facts.drain
+    step_install(ctx)  # a drained server is not drained again
+    assert names(host) == ['pip', 'sglang_drain', 'pip']
+
+
+@pytest.mark.parametrize('facts, more, order', [
+    # pip would replace the package the running server serves from
+    (Facts(stamp={'sglang_version': '0.5.8'}), {}, ['sglang_drain', 'pip']),
+    (Facts(), {}, ['sglang_drain', 'pip']),  # the installed release is unknown
+    # the SM120 patches edit the running server's sources
+    (Facts(stamp={'sglang_version': '0.5.9'}), {'sglang_service_sm120_patch': 'present'}, ['pip', 'sglang_drain', 'sglang_patch_sm120']),
+])
+def test_the_drain_comes_first_where_the_install_changes_the_running_servers_code(facts, more, order):
+    host = RecordingHost({'llmops.sglang.sglang_drain': DRAINED})
+    step_install(context(host, facts, **dict(ONLY_INSTALL, **more)))
+    assert names(host) == order
+
+
+def test_no_drain_without_the_option_in_check_mode_or_on_a_rank_that_serves_no_http():
+    host = RecordingHost()
+    step_install(context(host, Facts(stamp={'sglang_version': '0.5.9'}), **dict(ONLY_INSTALL, sglang_service_drain={})))
+    rank1 = context(host, Facts(stamp={'sglang_version': '0.5.9'}), **dict(ONLY_INSTALL, sglang_service_deployment_group='pair'))
+    rank1.topo = Topology(host='h', peers=('r0', 'h'), play_hosts=('r0', 'h'))
+    assert rank1.plan.node_rank == 1
+    step_install(rank1)
+    host.check_mode = True
+    step_install(context(host, Facts(stamp={'sglang_version': '0.5.9'}), **ONLY_INSTALL))
+    assert names(host) == ['pip', 'pip', 'pip']
+
+
+def test_a_failed_drain_stops_the_run_before_anything_that_changes_the_server():
+    host = RecordingHost({'llmops.sglang.sglang_drain': DRAIN_FAILED})
+    ctx = context(host, Facts(stamp={'sglang_version': '0.5.8'}), **ONLY_INSTALL)
+    with pytest.raises(StepFailed) as failed:
+        step_install(ctx)
+    assert names(host) == ['sglang_drain'] and failed.value.what == 'drain'
+    assert failed.value.msg.endswith('sglang.service was not touched')
+    assert (ctx.facts.drain['outcome'], ctx.facts.drain['still_running']) == ('fail', 2)
+
+
+def test_the_other_ranks_change_nothing_when_the_serving_ranks_drain_failed():
+    host = RecordingHost()
+    ctx = context(host, Facts(), **ONLY_INSTALL)
+    ctx.peers = {'rank0': Facts(drain=dict(DRAIN_FAILED))}
+    with pytest.raises(StepFailed) as failed:
+        step_configure(ctx)
+    assert host.runs == [] and failed.value.what == 'drain'
+    assert failed.value.msg == 'rank rank0 could not drain its server: still 2 request(s) after 30s; sglang.service was not touched'

@@ -12,8 +12,8 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import GatewayWorker
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, fleet_from_inventory, gateway_mode, judge, plan, preview,
-    report_rows, unchanged_outcome, worker_outcome)
+    Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, cleared_hosts, fleet_from_inventory, gateway_mode, judge,
+    may_go_on, plan, preview, report_rows, unchanged_outcome, worker_outcome)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
 # What the sglang_service role's plan step registered on real test hosts (issue 21's recorded deploys)
@@ -185,6 +185,46 @@ def test_worker_outcome_of_a_rollback_a_failure_and_a_failed_drain():
     assert (drain_failed.change, drain_failed.serves, drain_failed.status) == ('not run', True, 'untouched')
     never_out = worker_outcome(WORKER, 1, {}, {})
     assert (never_out.drain, never_out.serves) == (None, False)
+
+
+# The removal that left the drain to the change (sglang_gateway_rotation drain=false): 5 in flight when it left
+LEFT = {'url': WORKER['url'], 'outcome': 'left', 'seconds': 0.0, 'in_flight_at_start': 5, 'drained': None, 'still_running': 5,
+        'policy': 'fail', 'at_timeout': None, 'reason': 'left to its change: 5 in flight'}
+
+
+def test_a_drain_left_to_the_change_is_the_changes_and_its_wait_is_not_the_changes_time():
+    # the role drained 2.5 s after the removal: the 5 requests of the removal had ended but 1, waited for 0.4 s
+    role_drain = {'outcome': 'idle', 'seconds': 0.4, 'in_flight_at_start': 1, 'drained': 1, 'still_running': 0,
+                  'policy': 'fail', 'at_timeout': None, 'reason': 'nothing in flight in 2 readings in a row'}
+    facts = {'node1': {'result': result('restarted', 'ready', elapsed=16.5, drain=role_drain)}}
+    out = worker_outcome(WORKER, 1, LEFT, facts, 30.0)
+    assert (out.drain, out.drained, out.still_running, out.drain_seconds, out.change_seconds, out.serves) == (
+        'idle', 5, 0, 0.4, 29.6, True)
+    assert cleared_hosts({'workers': [WORKER]}, {'drains': [LEFT]}) == ['node1']
+    assert may_go_on([out])
+    assert '5 req 0.4s' in render_roll([out])
+
+
+def test_a_drain_the_change_could_not_finish_leaves_the_server_untouched_and_stops_the_roll():
+    role_drain = {'outcome': 'fail', 'seconds': 120.1, 'still_running': 2, 'policy': 'fail', 'at_timeout': 2,
+                  'reason': 'still 2 request(s) (2 running, 0 waiting) after 120s (drain_timeout 120s, policy fail)'}
+    facts = {'node1': {'result': result('not started', 'failed', drain=role_drain),
+                       'failure': {'task': 'Take the host lock, install SGLang', 'msg': 'the server still has requests in flight'}}}
+    out = worker_outcome(WORKER, 1, LEFT, facts, 125.0)
+    assert (out.drain, out.drained, out.serves, out.status, out.change) == ('fail', 3, True, 'untouched', 'not run')
+    assert out.reason == role_drain['reason']
+    assert batch_verdict([out])[0] == 'stop' and not may_go_on([out])
+
+
+def test_a_change_that_stopped_before_its_drain_keeps_the_removals_reading():
+    facts = {'node1': {'result': result('not started', 'failed', msg='pip: no such version'),
+                       'failure': {'task': 'Take the host lock, install SGLang', 'msg': 'pip: no such version'}}}
+    out = worker_outcome(WORKER, 1, LEFT, facts, 3.0)
+    assert (out.drain, out.still_running, out.change, out.serves, out.change_seconds) == ('left', 5, 'failed', False, 3.0)
+    assert '5 req, not drained' in render_roll([out])
+    # a change that found nothing to do needed no drain: the roll goes on
+    same = worker_outcome(WORKER, 1, LEFT, {'node1': {'result': result('unchanged', 'ready')}}, 1.0)
+    assert (same.drain, same.change, same.serves) == ('left', 'unchanged', True) and may_go_on([same])
 
 
 def test_judge_marks_workers_that_did_not_return_and_stops():

@@ -163,7 +163,7 @@ def test_then_out_takes_the_next_workers_out_and_drains_them_and_keeps_a_refusal
         return dict((u, DrainResult('idle', 0.6, 1, 1, 0, 'nothing in flight in 2 readings in a row')) for u in urls)
 
     monkeypatch.setattr(module, 'drain_all', drain_all)
-    p = dict(min_in_service=1, drain_timeout=30.0, drain_policy='fail', drain_interval=0.1, drain_max_wait=3600.0,
+    p = dict(min_in_service=1, drain=True, drain_timeout=30.0, drain_policy='fail', drain_interval=0.1, drain_max_wait=3600.0,
              drain_idle_spacing=0.25, drain_source='auto', worker_api_key=None)
     plane = FakePlane([ready(A, 'a'), ready(B, 'b')])
     res = module.then_take_out(p, Rotation(plane, 0.1, clock, clock.sleep), [Wanted(B)])
@@ -175,3 +175,42 @@ def test_then_out_takes_the_next_workers_out_and_drains_them_and_keeps_a_refusal
     res = module.then_take_out(p, Rotation(plane, 0.1, clock, clock.sleep), [Wanted(B)])
     assert (res['ok'], res['removed'], res['drains'], plane.calls) == (False, [], [], [])
     assert 'min_in_service=1' in res['msg']
+
+
+def test_a_removal_that_leaves_the_drain_to_the_change_reads_each_server_once(clock):
+    """drain=false (llmops.sglang.roll): out of rotation and confirmed, one real reading of each server's /metrics (a
+    server that refuses the connection has nothing in flight), no drain."""
+    import http.server
+    import socket
+    import threading
+
+    from ansible_collections.llmops.sglang.plugins.modules import sglang_gateway_rotation as module
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            body = b'sglang:num_running_reqs{model_name="m"} 3.0\nsglang:num_queue_reqs{model_name="m"} 1.0\n'
+            self.send_response(200 if self.path == '/metrics' else 404)
+            self.send_header('Content-Length', str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    closed = socket.socket()
+    closed.bind(('127.0.0.1', 0))
+    busy, gone = 'http://127.0.0.1:%d' % server.server_address[1], 'http://127.0.0.1:%d' % closed.getsockname()[1]
+    closed.close()
+    try:
+        plane = FakePlane([ready(busy, 'a'), ready(gone, 'b'), ready(B, 'c')])
+        p = dict(min_in_service=1, drain=False, drain_policy='proceed', drain_source='auto', worker_api_key=None)
+        out = module.empty_result()
+        problem = module.take_out(p, Rotation(plane, 0.1, clock, clock.sleep), [Wanted(busy), Wanted(gone)], out)
+    finally:
+        server.shutdown()
+    assert problem == '' and out['removed'] == [busy, gone]
+    assert [(d['url'], d['outcome'], d['in_flight_at_start'], d['policy']) for d in out['drains']] == [
+        (busy, 'left', 4, 'proceed'), (gone, 'left', 0, 'proceed')]
+    assert module.out_message(out['drains']) == 'out of rotation, its change drains it: %s 4 in flight; %s 0 in flight' % (busy, gone)
