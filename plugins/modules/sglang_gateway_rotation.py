@@ -56,7 +56,7 @@ options:
   drain:
     description:
       - With O(state=out) (and O(then_out)), drain each server here. V(false) - only take it out, confirm it and read
-        once what it still has in flight (RV(drains), C(outcome) V(left)): the drain is left to the change, which waits
+        once what it still has in flight (RV(drains), C(outcome) V(left)) - the drain is left to the change, which waits
         for it where it first changes what the server runs (the llmops.sglang.sglang_service role's
         C(sglang_service_drain), as llmops.sglang.roll does), so that its first steps run while the requests end.
     type: bool

@@ -214,7 +214,7 @@ def test_the_drain_comes_first_where_the_install_changes_the_running_servers_cod
 
 def test_no_drain_without_the_option_in_check_mode_or_on_a_rank_that_serves_no_http():
     host = RecordingHost()
-    step_install(context(host, Facts(stamp={'sglang_version': '0.5.9'}), **dict(ONLY_INSTALL, sglang_service_drain={})))
+    step_install(context(host, Facts(stamp={'sglang_version': '0.5.9'}), **{**ONLY_INSTALL, 'sglang_service_drain': {}}))
     rank1 = context(host, Facts(stamp={'sglang_version': '0.5.9'}), **dict(ONLY_INSTALL, sglang_service_deployment_group='pair'))
     rank1.topo = Topology(host='h', peers=('r0', 'h'), play_hosts=('r0', 'h'))
     assert rank1.plan.node_rank == 1
