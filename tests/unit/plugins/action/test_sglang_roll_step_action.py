@@ -210,3 +210,21 @@ def test_check_mode_skips_the_steps_that_change_the_rotation(monkeypatch):
         None, {'phase': 'report', 'plan': plan, 'rows': [], 'stopped': '', 'path': None}), raising=False)
     got = act.run(task_vars={})
     assert got['dry_run'] is True and [(r['name'], r['status']) for r in got['rows']] == [('w1', 'would roll')]
+
+
+def test_a_batch_whose_change_drained_it_gets_that_drain_in_its_row_and_passes_drain_false_on():
+    """llmops.sglang.roll (rotation drain: false): the removal read 3 in flight and left the drain to the change; the
+    row shows the role's drain, the CHANGE seconds leave its wait out, and the next batch leaves rotation the same way."""
+    at = time.time() - 20.0
+    left = {'drains': [{'url': A, 'outcome': 'left', 'seconds': 0.0, 'in_flight_at_start': 3, 'still_running': 3,
+                        'policy': 'fail'}], 'at': at}
+    drained = dict(READY, drain={'outcome': 'idle', 'seconds': 1.5, 'in_flight_at_start': 1, 'drained': 1,
+                                 'still_running': 0, 'policy': 'fail'})
+    act = action({'in': BACK, 'then': OUT})
+    task_args, task_vars = args(drained, NEXT)
+    task_args.update(out=left, rotation=dict(ROTATION, drain=False))
+    got = act.put_back(task_args, task_vars)
+    row = got['rows'][0]
+    assert (row['drain'], row['drained'], row['drain_seconds'], row['status']) == ('idle', 3, 1.5, 'rolled')
+    assert 18.0 <= row['change_seconds'] <= 19.0  # 20 s out of rotation, 1.5 s of it the drain's
+    assert act.calls[0][2]['drain'] is False and act.calls[0][2]['then_out'] == [{'url': B, 'worker_type': 'regular'}]
