@@ -19,7 +19,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.llmops.sglang.plugins.action.sglang_run_report import write_rows
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    WorkerOutcome, cleared_hosts, judge, may_go_on, report_rows, taken_out_before, worker_outcome)
+    WorkerOutcome, change_drains, cleared_hosts, judge, may_go_on, report_rows, taken_out_before, worker_outcome)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
 display = Display()
@@ -125,6 +125,7 @@ class ActionModule(ActionBase):
             removal = self.removal(batch, args['rotation'], self._gateway(args), task_vars)
             say_removal(batch, removal)
         return dict(removal, cleared_hosts=cleared_hosts(batch, removal), reused=reused,
+                    change_drains=change_drains(batch, removal, args['rotation']),
                     changed=bool(removal.get('changed')) and not reused)
 
     def put_back(self, args, task_vars):

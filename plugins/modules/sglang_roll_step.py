@@ -180,12 +180,20 @@ back:
 cleared_hosts:
   description:
     - With O(phase=out), the hosts of the batch whose change may run - their worker left rotation and drained, or
-      reached O(rotation.drain_timeout) under the policy C(proceed). Beside it, what
+      reached O(rotation.drain_timeout) under the policy C(proceed), or left rotation with its drain left to the change
+      (O(rotation.drain=false)). Beside it, what
       M(llmops.sglang.sglang_gateway_rotation) returned for the removal (RV(llmops.sglang.sglang_gateway_rotation#module:drains),
       C(removed), C(at), C(msg)).
   returned: phase=out
   type: list
   elements: str
+change_drains:
+  description:
+    - With O(phase=out), host -> the C(sglang_service_drain) its change runs with (C(url), the server the gateway routed
+      to; C(timeout), C(policy) from O(rotation); C(interval), C(idle_spacing)), for each worker whose removal left its
+      drain to the change; on the worker's serving host (rank 0) only.
+  returned: phase=out
+  type: dict
 reused:
   description: With O(phase=out), whether the removal was the previous batch's return step's (RV(next_out)).
   returned: phase=out

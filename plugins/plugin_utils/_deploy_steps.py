@@ -34,7 +34,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import 
 # Keys of a module result that are the run's bookkeeping, not what the module found.
 NOISE = ('invocation', 'changed', 'failed', 'diff', 'warnings', 'deprecations', '_ansible_no_log')
 # sglang_service_drain's options (llmops.sglang.sglang_drain's) and what the role keeps of a drain
-DRAIN_OPTIONS = ('timeout', 'policy', 'max_wait', 'source', 'interval', 'idle_spacing', 'idle_readings')
+DRAIN_OPTIONS = ('url', 'timeout', 'policy', 'max_wait', 'source', 'interval', 'idle_spacing', 'idle_readings')
 DRAIN_KEPT = ('outcome', 'seconds', 'in_flight_at_start', 'drained', 'still_running', 'peak', 'policy', 'at_timeout',
               'source', 'reason', 'msg')
 

@@ -533,6 +533,21 @@ def cleared_hosts(batch: Dict[str, Any], removal: Dict[str, Any]) -> List[str]:
             for host in worker.get('hosts') or [worker['name']]]
 
 
+# How a change drains its server (the rotation module's own defaults): a reading every 0.1 s while busy, the one that
+# confirms an idle reading 0.25 s after it
+CHANGE_DRAIN = {'interval': 0.1, 'idle_spacing': 0.25}
+
+
+def change_drains(batch: Dict[str, Any], removal: Dict[str, Any], rotation: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """host -> its sglang_service_drain, for each worker whose removal left its drain to the change (outcome ``left``):
+    on the worker's serving host (rank 0, the worker's name), the URL the gateway routed to - the server running now,
+    not the one the change will start (a changed port or address) - and the roll's bound and policy. Pure."""
+    left = set(d.get('url') for d in _dict(removal).get('drains') or [] if d.get('outcome') == 'left')
+    settings = dict(CHANGE_DRAIN, timeout=rotation.get('drain_timeout', 120.0), policy=rotation.get('drain_policy') or 'fail')
+    return dict((worker['name'], dict(settings, url=worker['url'])) for worker in batch.get('workers') or []
+                if worker.get('url') in left)
+
+
 def may_go_on(outcomes: List[WorkerOutcome]) -> bool:
     """Before the batch is put back: whether the roll goes on once every worker that serves is back in rotation and
     proven - ``batch_verdict`` less the return (every worker left rotation, drained or past its bound with

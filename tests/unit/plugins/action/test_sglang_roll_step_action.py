@@ -153,7 +153,20 @@ def test_the_first_batch_leaves_rotation_in_its_own_out_step(monkeypatch):
     assert (call['min_in_service'], call['drain_timeout'], call['drain_policy']) == (1, 30.0, 'fail')
     assert (call['worker_api_key'], call['admin_key']) == ('k', 'adm')
     assert got['cleared_hosts'] == ['w1'] and got['reused'] is False and got['changed'] is True
+    assert got['change_drains'] == {}  # drained here: nothing left to the change
     assert 'invocation' not in got and 'failed' not in got
+
+
+def test_a_removal_that_left_the_drain_to_the_change_hands_each_serving_host_its_drain():
+    left = dict(OUT, removed=[A], msg='out of rotation, its change drains it: %s 2 in flight' % A,
+                drains=[{'url': A, 'outcome': 'left', 'seconds': 0.0, 'in_flight_at_start': 2, 'still_running': 2}])
+    act = action({'out': left})
+    task = out_args(1, 'w1', A)
+    task['rotation'] = dict(ROTATION, drain=False)
+    got = act.take_out(task, {})
+    assert act.calls[0][2]['drain'] is False
+    assert got['cleared_hosts'] == ['w1']
+    assert got['change_drains'] == {'w1': {'url': A, 'timeout': 30.0, 'policy': 'fail', 'interval': 0.1, 'idle_spacing': 0.25}}
 
 
 def test_a_batch_the_previous_return_took_out_is_not_taken_out_again(monkeypatch):

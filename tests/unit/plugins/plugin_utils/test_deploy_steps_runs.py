@@ -197,6 +197,12 @@ def test_the_drain_waits_after_the_install_of_an_unchanged_release_and_only_once
     assert ctx.facts.drain['outcome'] == 'idle' and 'readings' not in ctx.facts.drain
     step_install(ctx)  # a drained server is not drained again
     assert names(host) == ['pip', 'sglang_drain', 'pip']
+    # the roll names the server that runs (a change of port drains the old one, not the new)
+    moved = RecordingHost({'llmops.sglang.sglang_drain': DRAINED})
+    step_install(context(moved, Facts(stamp={'sglang_version': '0.5.9'}), sglang_service_args={'port': 31000},
+                         **{**ONLY_INSTALL, 'sglang_service_drain': {'url': 'http://10.0.0.5:30000', 'policy': 'wait'}}))
+    assert [(n, a.get('url'), a.get('policy')) for n, a in moved.runs] == [
+        ('ansible.legacy.pip', None, None), ('llmops.sglang.sglang_drain', 'http://10.0.0.5:30000', 'wait')]
 
 
 @pytest.mark.parametrize('facts, more, order', [

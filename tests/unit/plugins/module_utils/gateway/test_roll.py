@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import GatewayWorker
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, cleared_hosts, fleet_from_inventory, gateway_mode, judge,
+    Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, change_drains, cleared_hosts, fleet_from_inventory, gateway_mode, judge,
     may_go_on, plan, preview, report_rows, unchanged_outcome, worker_outcome)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
@@ -203,6 +203,18 @@ def test_a_drain_left_to_the_change_is_the_changes_and_its_wait_is_not_the_chang
     assert cleared_hosts({'workers': [WORKER]}, {'drains': [LEFT]}) == ['node1']
     assert may_go_on([out])
     assert '5 req 0.4s' in render_roll([out])
+
+
+def test_each_worker_left_to_its_change_gets_its_drain_on_its_serving_host_only():
+    pair = {'name': 'mn0', 'url': 'http://10.213.0.21:30000', 'hosts': ['mn0', 'mn1']}
+    batch = {'workers': [WORKER, pair]}
+    rotation = {'drain_timeout': 5.0, 'drain_policy': 'wait'}
+    drains = change_drains(batch, {'drains': [LEFT, dict(LEFT, url=pair['url'])]}, rotation)
+    assert sorted(drains) == ['mn0', 'node1']  # rank 1 (mn1) serves no HTTP: no drain there
+    assert drains['mn0'] == {'url': pair['url'], 'timeout': 5.0, 'policy': 'wait', 'interval': 0.1, 'idle_spacing': 0.25}
+    # drained by the removal itself, or never out: nothing for the change
+    assert change_drains(batch, {'drains': [dict(LEFT, outcome='idle')]}, rotation) == {}
+    assert change_drains(batch, {}, rotation) == {}
 
 
 def test_a_drain_the_change_could_not_finish_leaves_the_server_untouched_and_stops_the_roll():
