@@ -11,14 +11,19 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmops.sglang.plugins.action.sglang_gateway_fleet import read_fleet
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import parse_worker
-from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import RollInputError, RollSettings, plan, preview
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
+    SETTING_KINDS, RollInputError, RollSettings, check_settings, plan, preview)
 
 ARGUMENT_SPEC = dict(
     groups=dict(type='dict', required=True),
     gateway=dict(type='list', elements='dict', required=True),
     batch=dict(type='raw', default=1),
-    canary=dict(type='bool', default=True),
-    min_in_service=dict(type='int', default=1),
+    # checked by check_settings, which names the playbook's variable (sglang_roll_<option>) in its refusal
+    canary=dict(type='raw', default=True),
+    min_in_service=dict(type='raw', default=1),
+    drain_timeout=dict(type='raw', default=120),
+    drain_policy=dict(type='raw', default='fail'),
+    return_timeout=dict(type='raw', default=120),
     only=dict(type='list', elements='str', default=[]),
 )
 
@@ -66,7 +71,8 @@ class ActionModule(ActionBase):
                                     'workers an inventory of their own' % (len(gateways), ', '.join(gateways)))
         try:
             fleet = read_fleet(task_vars or {}, dict((k, str(v or '')) for k, v in args['groups'].items()))
-            settings = RollSettings(batch=args['batch'], canary=args['canary'], min_in_service=args['min_in_service'],
+            checked = check_settings(dict((name, args[name]) for name in SETTING_KINDS))
+            settings = RollSettings(batch=args['batch'], canary=checked['canary'], min_in_service=checked['min_in_service'],
                                     only=list(args['only']))
             rolled = plan(fleet, gateway_workers(args['gateway']), settings, previews(fleet, (task_vars or {}).get('hostvars') or {}))
         except (RollInputError, ValueError, TypeError) as exc:

@@ -48,6 +48,21 @@ options:
     description: Workers that must stay in the gateway's rotation while a batch is out (at least 1 in any case).
     type: int
     default: 1
+  drain_timeout:
+    description:
+      - The roll's C(sglang_roll_drain_timeout), checked here (a number of seconds, 0 or more) so that a bad value is
+        refused before any worker leaves rotation.
+    type: float
+    default: 120
+  drain_policy:
+    description: The roll's C(sglang_roll_drain_policy), checked here.
+    type: str
+    choices: [wait, proceed, fail]
+    default: fail
+  return_timeout:
+    description: The roll's C(sglang_roll_return_timeout), checked here (a number of seconds, 0 or more).
+    type: float
+    default: 120
   only:
     description: Roll only these workers (inventory host names or worker URLs); every one must be a managed worker.
     type: list

@@ -335,8 +335,26 @@ def refuse_loose_stops(inputs: Inputs, _topo: Topology) -> Optional[str]:
             % ', '.join(loose))
 
 
+# Numbers the role's argument spec types but cannot bound: seconds, counts and sizes, none of which can be negative
+NON_NEGATIVE = ('wait_timeout', 'stall_timeout', 'stable_for', 'lock_timeout', 'smoke_timeout', 'smoke_max_tokens', 'restart_sec',
+                'timeout_stop_sec', 'start_limit_burst', 'start_limit_interval_sec', 'history_keep', 'cache_keep',
+                'preflight_stop_timeout', 'preflight_min_free_gb', 'benchmark_threshold')
+PORTS = ('port', 'dist_init_port')
+
+
+def refuse_out_of_range(inputs: Inputs, _topo: Topology) -> Optional[str]:
+    """A negative number of seconds, tries or gigabytes, a port outside 1-65535 (a newcomer's -5 wait timeout restarted
+    the server, then the wait refused it and the run ended rc 0)."""
+    bad = ['sglang_service_%s=%s (give 0 or more)' % (name, getattr(inputs, name)) for name in NON_NEGATIVE
+           if getattr(inputs, name) < 0]
+    bad += ['sglang_service_%s=%s (give a port, 1-65535)' % (name, getattr(inputs, name)) for name in PORTS
+            if not 0 < getattr(inputs, name) < 65536]
+    return 'out of range: %s' % ', '.join(bad) if bad else None
+
+
 REFUSALS: Tuple[Callable[[Inputs, Topology], Optional[str]], ...] = (
-    refuse_bad_args, refuse_derived_flags, refuse_missing_ranks, refuse_split_batch, refuse_forks, refuse_loose_stops)
+    refuse_bad_args, refuse_out_of_range, refuse_derived_flags, refuse_missing_ranks, refuse_split_batch, refuse_forks,
+    refuse_loose_stops)
 
 
 # ------------------------------------------------------------------------------------------------ decisions

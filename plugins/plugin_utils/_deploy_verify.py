@@ -53,7 +53,11 @@ def wait(ctx: Context, api_key: str) -> Dict[str, Any]:
     hidden = secret_values(inputs)
     if hidden:
         args['secrets'] = hidden
-    res = found(ctx.act('llmops.sglang.wait_for_sglang', args))
+    raw = ctx.act('llmops.sglang.wait_for_sglang', args)
+    res = found(raw)
+    if raw.get('failed') and not res.get('status'):
+        # the wait itself could not run (its arguments, say): an error, never "not run"
+        res['status'] = 'error'
     if res.get('status') == 'crashed':
         ctx.run('ansible.legacy.systemd_service', {'name': unit, 'state': 'stopped'}, 'stop of the crashed %s' % unit)
     return res

@@ -193,6 +193,43 @@ def batch_size(spec: Tuple[str, int], total: int) -> int:
     return max(1, math.ceil(total * n / 100.0)) if kind == 'percent' else n
 
 
+_TRUE, _FALSE = ('true', 'yes', 'on', '1'), ('false', 'no', 'off', '0')
+
+
+def _setting(name: str, value: Any, kind: str) -> Any:
+    """One roll variable as its type (``bool``, ``count``: an int >= 0, ``seconds``: a number >= 0, ``policy``), or
+    RollInputError naming the variable, what it got and what to give."""
+    text = str(value).strip().lower()
+    try:
+        if kind == 'bool':
+            if isinstance(value, bool) or text in _TRUE + _FALSE:
+                return value if isinstance(value, bool) else text in _TRUE
+            raise ValueError
+        if kind == 'policy':
+            if text in ('wait', 'proceed', 'fail'):
+                return text
+            raise ValueError
+        number = int(text) if kind == 'count' else float(text)
+        if number < 0 or number != number:
+            raise ValueError
+        return number
+    except ValueError:
+        want = {'bool': 'true or false', 'count': 'a whole number, 0 or more', 'seconds': 'a number of seconds, 0 or more',
+                'policy': 'wait, proceed or fail'}[kind]
+        raise RollInputError('sglang_roll_%s=%r: give %s' % (name, value, want)) from None
+
+
+# The roll's own variables (sglang_roll_<name>) and their kinds, checked before anything is touched
+SETTING_KINDS = {'canary': 'bool', 'min_in_service': 'count', 'drain_timeout': 'seconds', 'drain_policy': 'policy',
+                 'return_timeout': 'seconds'}
+
+
+def check_settings(values: Dict[str, Any]) -> Dict[str, Any]:
+    """The roll's variables that are given (name without ``sglang_roll_`` -> value) as their types. Pure."""
+    return dict((name, _setting(name, value, SETTING_KINDS[name])) for name, value in values.items()
+                if name in SETTING_KINDS and value is not None)
+
+
 @dataclass
 class RollSettings:
     batch: Any = 1
@@ -436,7 +473,20 @@ def worker_outcome(worker: Dict[str, Any], batch: int, drain: Dict[str, Any], fa
         out.change, out.serves = 'failed', False
         why = result.get('msg') or failure.get('msg') or 'the sglang_service role published no result'
         out.change_detail = out.reason = '%s: %s' % (failure.get('task') or 'the change', why) if failure.get('task') else why
+        if stopped_before_restart(worker, result):
+            # its server was never stopped: it goes back into rotation (proven there) and the roll stops
+            out.serves = True
+            out.reason += '; %s was not restarted and still runs its previous configuration' % name
     return out
+
+
+def stopped_before_restart(worker: Dict[str, Any], result: Dict[str, Any]) -> bool:
+    """The change of a regular worker failed in a step before the restart (its plan, install - a flag the release does
+    not define, say - or configure): the running server was not stopped. Not for prefill and decode workers: putting
+    one back alone could pair it with a partner already on another release. Pure."""
+    failure = _dict(result.get('failure'))
+    return (worker.get('worker_type', 'regular') == 'regular' and result.get('outcome') == 'not started'
+            and not result.get('restarted') and failure.get('step') in ('plan', 'ranks', 'install', 'configure'))
 
 
 def drain_of(removal: Dict[str, Any], change: Dict[str, Any]) -> Dict[str, Any]:
@@ -510,7 +560,7 @@ def judge(outcomes: List[WorkerOutcome], back: Dict[str, Any]) -> Tuple[str, str
         elif out.drain == 'fail':
             out.status = 'untouched'
         else:
-            out.status = {'rolled back': 'rolled back', 'unchanged': 'unchanged'}.get(out.change, 'rolled')
+            out.status = {'rolled back': 'rolled back', 'unchanged': 'unchanged', 'failed': 'stopped'}.get(out.change, 'rolled')
             out.reason = out.reason or ('%s; back in rotation, %s' % (out.change_detail or out.change, route.get('reason', '')))
     verdict = batch_verdict(outcomes)
     return verdict[0], verdict[1], take_out

@@ -135,6 +135,13 @@ def test_refusals_before_anything_is_touched():
         "sglang_service_args: 'tp size' is not a valid SGLang flag name")
 
 
+def test_numbers_out_of_range_are_refused_before_anything_is_touched():
+    """A newcomer's sglang_service_wait_timeout=-5 restarted the server; the wait then refused it and the run ended rc 0."""
+    got = plan(Inputs(wait_timeout=-5, port=70000, cache_keep=0), Topology(host='n1')).refusals
+    assert got == ('out of range: sglang_service_wait_timeout=-5 (give 0 or more), sglang_service_port=70000 (give a port, 1-65535)',)
+    assert plan(Inputs(wait_timeout=0, stable_for=0), Topology(host='n1')).refusals == ()
+
+
 @pytest.mark.parametrize('batch, groups, forks, ok', [
     (('a1', 'a2'), {'a': ('a1', 'a2')}, 2, True),
     (('a1', 'a2'), {'a': ('a1', 'a2')}, 1, False),

@@ -248,3 +248,14 @@ def test_the_other_ranks_change_nothing_when_the_serving_ranks_drain_failed():
         step_configure(ctx)
     assert host.runs == [] and failed.value.what == 'drain'
     assert failed.value.msg == 'rank rank0 could not drain its server: still 2 request(s) after 30s; sglang.service was not touched'
+
+
+def test_a_wait_that_could_not_run_is_an_error_not_a_server_left_unwaited():
+    """Its arguments refused (a negative timeout once got this far): status error, so the role fails the host."""
+    from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_verify import wait
+
+    host = RecordingHost({'llmops.sglang.wait_for_sglang': {'failed': True, 'msg': 'timeout must be 0 or more, got -5'}})
+    res = wait(context(host, Facts()), '')
+    assert (res['status'], res['msg']) == ('error', 'timeout must be 0 or more, got -5')
+    ready = RecordingHost({'llmops.sglang.wait_for_sglang': {'status': 'ready', 'elapsed': 3.0}})
+    assert wait(context(ready, Facts()), '')['status'] == 'ready'

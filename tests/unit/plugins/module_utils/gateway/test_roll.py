@@ -13,7 +13,7 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import GatewayWorker
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
     Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, change_drains, cleared_hosts, fleet_from_inventory, gateway_mode, judge,
-    may_go_on, plan, preview, report_rows, unchanged_outcome, worker_outcome)
+    check_settings, may_go_on, plan, preview, report_rows, unchanged_outcome, worker_outcome)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
 # What the sglang_service role's plan step registered on real test hosts (issue 21's recorded deploys)
@@ -237,6 +237,45 @@ def test_a_change_that_stopped_before_its_drain_keeps_the_removals_reading():
     # a change that found nothing to do needed no drain: the roll goes on
     same = worker_outcome(WORKER, 1, LEFT, {'node1': {'result': result('unchanged', 'ready')}}, 1.0)
     assert (same.drain, same.change, same.serves) == ('left', 'unchanged', True) and may_go_on([same])
+
+
+def test_a_worker_whose_change_failed_before_the_restart_goes_back_and_stops_the_roll():
+    """Found by a newcomer's run: a misspelled server flag failed the canary's change in its install step (the server
+    never stopped), and the canary was left out of rotation - a third of the fleet's capacity gone."""
+    typo = result('not started', 'failed', msg='the server arguments: SGLang 0.5.9 does not define this flag: --enable-metrix',
+                  failure={'step': 'install', 'what': 'server arguments', 'msg': '...'})
+    facts = {'node1': {'result': typo, 'failure': {'task': 'Take the host lock, install SGLang', 'msg': 'failed'}}}
+    out = worker_outcome(WORKER, 1, IDLE, facts, 4.0)
+    assert (out.change, out.serves) == ('failed', True)
+    assert out.reason.endswith('node1 was not restarted and still runs its previous configuration')
+    proven = {'verdict': {'done': True}, 'waited': 0.2, 'proofs': [{'worker': WORKER['url'], 'ok': True, 'seconds': 0.3}]}
+    action, why, take_out = judge([out], proven)
+    assert (action, take_out, out.returned, out.status) == ('stop', [], True, 'stopped')
+    assert why.startswith('node1: change failed: ') and not may_go_on([out])
+    # a failed restart, a prefill worker or a result without its failed step: not put back on a guess
+    for worker, res in ((WORKER, dict(typo, failure={'step': 'restart'})), (dict(WORKER, worker_type='prefill'), typo),
+                        (WORKER, dict(typo, failure=None))):
+        assert not worker_outcome(worker, 1, IDLE, {'node1': {'result': res}}).serves
+
+
+@pytest.mark.parametrize('values, refusal', [
+    ({'drain_policy': 'bogus'}, "sglang_roll_drain_policy='bogus': give wait, proceed or fail"),
+    ({'drain_timeout': 'abc'}, "sglang_roll_drain_timeout='abc': give a number of seconds, 0 or more"),
+    ({'drain_timeout': -1}, 'sglang_roll_drain_timeout=-1: give a number of seconds, 0 or more'),
+    ({'canary': 'maybe'}, "sglang_roll_canary='maybe': give true or false"),
+    ({'min_in_service': '1.5'}, "sglang_roll_min_in_service='1.5': give a whole number, 0 or more"),
+    ({'return_timeout': 'nan'}, "sglang_roll_return_timeout='nan': give a number of seconds, 0 or more"),
+])
+def test_the_rolls_own_variables_are_refused_by_name(values, refusal):
+    with pytest.raises(RollInputError) as refused:
+        check_settings(values)
+    assert str(refused.value) == refusal
+
+
+def test_the_rolls_own_variables_as_the_playbook_templates_them():
+    assert check_settings({'canary': 'False', 'min_in_service': '2', 'drain_timeout': '2', 'drain_policy': 'Wait',
+                           'return_timeout': 120}) == {
+        'canary': False, 'min_in_service': 2, 'drain_timeout': 2.0, 'drain_policy': 'wait', 'return_timeout': 120.0}
 
 
 def test_judge_marks_workers_that_did_not_return_and_stops():
