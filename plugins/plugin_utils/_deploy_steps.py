@@ -358,10 +358,11 @@ def releases_differ(ctx: Context) -> bool:
 
 
 def check_flags_before_install(ctx: Context) -> None:
-    """A release change: its flags are checked from its wheel in the plan step, before the lock, the install (which
-    would replace the running server's package) or a roll's drain; when the wheel cannot be read, the install step
-    checks the installed release as before."""
-    if ctx.inputs.check_args and not ctx.facts.unchanged and not ctx.plan.refusals and releases_differ(ctx):
+    """A release change, or the plan a rolling change asks before any worker leaves rotation (``preview``): the flags
+    are checked from the release's wheel in the plan step, before the lock, the install (which would replace the
+    running server's package) or a roll's drain; when the wheel cannot be read, the install step checks the installed
+    release as before."""
+    if ctx.inputs.check_args and not ctx.facts.unchanged and not ctx.plan.refusals and (releases_differ(ctx) or ctx.preview):
         check_wheel_flags(ctx)
 
 

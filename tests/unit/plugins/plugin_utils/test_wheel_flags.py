@@ -175,6 +175,21 @@ def test_no_wheel_is_read_when_the_release_does_not_change(tmp_path, installed, 
     assert ctx.facts.flags_checked == ''
 
 
+def test_a_rolling_changes_plan_checks_the_flags_of_the_same_release_before_any_worker_leaves_rotation(tmp_path):
+    """Found by a newcomer's run: a misspelled flag with the release unchanged passed the roll's plan and failed the
+    canary's change only once it was out of rotation."""
+    shutil.copy(str(sglang_wheels.wheel_path('0.5.9')), str(tmp_path))
+    ctx = release_change('0.5.9', str(tmp_path), args=dict(GOOD, **{'enable-metrix': True}))
+    ctx.preview = True
+    with pytest.raises(StepFailed) as err:
+        check_flags_before_install(ctx)
+    assert err.value.msg.startswith('SGLang 0.5.9 does not define this flag: --enable-metrix') and ctx.host.calls == []
+    good = release_change('0.5.9', str(tmp_path))
+    good.preview = True
+    check_flags_before_install(good)
+    assert good.facts.flags_checked == '0.5.9'
+
+
 def test_a_release_without_a_wheel_to_read_is_checked_on_the_host_after_the_install(tmp_path):
     ctx = release_change('0.5.7', str(tmp_path))  # an empty wheelhouse
     check_flags_before_install(ctx)
