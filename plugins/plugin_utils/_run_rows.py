@@ -188,13 +188,19 @@ def fill_check_preflight(row: HostRow, checked: Dict[str, Any]) -> None:
         row.reason = first_sentence('%s: %s' % (failed[0], problems[0]))
 
 
+# The check asks in check mode: a site the module "applied" is one a deploy would apply (drift), "already_applied" is in place
+CHECK_PATCH_WORDS = {'applied': 'to apply', 'reverted': 'to revert', 'already_applied': 'applied'}
+
+
 def fill_check_patch(row: HostRow, patch: Dict[str, Any]) -> None:
-    """The SM120 patch sites counted by status, "3 patched, 1 unsupported" (the sites are in check_patch.sites)."""
-    if not _is_dict(patch):
+    """The SM120 patch sites counted by status, "3 applied, 1 unsupported" or "3 to apply" (drift from the inventory's
+    state; the sites are in check_patch.sites). Nothing when the inventory does not manage the patches."""
+    if not _is_dict(patch) or patch.get('skipped'):
         return
     counts: Dict[str, int] = {}
     for site in patch.get('sites') or []:
-        counts[str(site.get('status'))] = counts.get(str(site.get('status')), 0) + 1
+        status = CHECK_PATCH_WORDS.get(str(site.get('status')), str(site.get('status')))
+        counts[status] = counts.get(status, 0) + 1
     row.extra['sm120'] = ', '.join('%d %s' % (n, status) for status, n in sorted(counts.items())) or one_line(patch.get('msg'), 40)
 
 

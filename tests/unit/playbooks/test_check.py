@@ -74,6 +74,22 @@ def test_check_row_counts_patch_sites():
     assert row['sm120'] == '1 not_applicable, 2 patched'
 
 
+def test_check_row_says_patch_drift_in_the_words_of_a_check():
+    """The check asks in check mode: the module's "applied" is a site a deploy would apply (a newcomer read "3 applied"
+    on hosts whose patches were not there); nothing when the inventory does not manage the patches."""
+    sites = [{'name': n, 'status': s} for n, s in (('a', 'applied'), ('b', 'already_applied'), ('c', 'reverted'), ('d', 'not_present'))]
+    assert check_row(check_ready={'status': 'ready'}, check_patch={'sites': sites})['sm120'] == (
+        '1 applied, 1 not_present, 1 to apply, 1 to revert')
+    assert check_row(check_ready={'status': 'ready'}, check_patch={'skipped': True, 'changed': False}).get('sm120', '') == ''
+
+
+def test_the_check_reports_the_patches_only_where_the_inventory_manages_them_and_changes_nothing():
+    task = next(t for t in DataLoader().load_from_file(str(PLAYBOOK))[0]['tasks'] if t['name'] == 'Report the SM120 patch state')
+    assert task['llmops.sglang.sglang_patch_sm120']['state'] == '{{ sglang_service_sm120_patch }}'
+    assert task['changed_when'] is False and task['check_mode'] is True
+    assert task['when'] == "sglang_service_sm120_patch | default('') in ['present', 'absent']"
+
+
 def test_check_playbook_ends_with_the_report_and_fails_from_its_rows():
     tasks = DataLoader().load_from_file(str(PLAYBOOK))[0]['tasks']
     report, fail = tasks[-2], tasks[-1]
