@@ -163,8 +163,8 @@ drain:
   description:
     - With C(sglang_service_drain), the drain the run waited for before it changed what the server runs
       (M(llmops.sglang.sglang_drain) - C(outcome), C(seconds), C(in_flight_at_start), C(drained), C(still_running),
-      C(peak), C(policy), C(at_timeout), C(source), C(reason), C(msg)); V(null) without it, on a rank above 0, or when
-      the run stopped before it.
+      C(peak), C(policy), C(at_timeout), C(source), C(reason), C(msg)) and C(waited), the seconds the run waited for it;
+      V(null) without it, on a rank above 0, or when the run stopped before it.
   returned: always
   type: dict
 preflight:

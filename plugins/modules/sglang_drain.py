@@ -158,15 +158,7 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import Drainer, DrainSettings, read_load
-
-
-def pick_source(url, source, api_key):
-    """``metrics`` unless the server exports none (then ``get_load``), for source ``auto``."""
-    if source != 'auto':
-        return source
-    load, _error, refused = read_load(url, 'metrics', api_key)
-    return 'metrics' if load is not None or refused else 'get_load'
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import DrainSettings, drain_server
 
 
 def main():
@@ -189,13 +181,11 @@ def main():
     if p['idle_readings'] < 1 or p['interval'] <= 0 or p['timeout'] < 0:
         module.fail_json(msg='idle_readings must be 1 or more, interval more than 0 and timeout 0 or more; got %s, %s, %s'
                          % (p['idle_readings'], p['interval'], p['timeout']))
-    source = pick_source(p['url'], p['source'], p['api_key'])
     settings = DrainSettings(timeout=p['timeout'], policy=p['policy'], interval=p['interval'],
                              idle_readings=p['idle_readings'], max_wait=max(p['max_wait'], p['timeout']),
                              idle_spacing=p['idle_spacing'])
-    result = Drainer(lambda: read_load(p['url'], source, p['api_key']), settings, source).run()
+    result = drain_server(p['url'], settings, p['source'], p['api_key'])
     out = result.to_json()
-    out['source'] = source
     out['msg'] = '%s: %s after %.1fs: %s' % (p['url'], result.outcome, result.seconds, result.reason)
     if result.outcome == 'fail':
         module.fail_json(changed=False, **out)

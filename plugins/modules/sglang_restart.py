@@ -50,6 +50,52 @@ options:
     type: bool
     default: false
     version_added: 0.3.0
+  drain:
+    description:
+      - Before anything else, wait until the running server has nothing in flight, as M(llmops.sglang.sglang_drain) does
+        (its running and waiting requests, from C(/metrics) or C(/get_load), two idle readings in a row) - for a server
+        already out of its clients' way (the P(llmops.sglang.sglang_service#role) role's C(sglang_service_drain), which
+        llmops.sglang.roll sets). Past O(drain.timeout) O(drain.policy) decides; a failed drain fails the module with
+        nothing done (not even the daemon-reload) and RV(failed_step=drain).
+    type: dict
+    suboptions:
+      url:
+        description: The running server as this host reaches it.
+        type: str
+        required: true
+      api_key:
+        description: Its C(--api-key), for C(/get_load).
+        type: str
+      source:
+        description: As M(llmops.sglang.sglang_drain)'s O(llmops.sglang.sglang_drain#module:source).
+        type: str
+        choices: [auto, metrics, get_load]
+        default: auto
+      timeout:
+        description: Seconds the drain may take before O(drain.policy) decides.
+        type: float
+        default: 120
+      policy:
+        description: Past O(drain.timeout) - V(proceed), V(fail) or V(wait) (at most O(drain.max_wait)).
+        type: str
+        choices: [wait, proceed, fail]
+        default: fail
+      max_wait:
+        description: The hard bound of O(drain.policy=wait), in seconds.
+        type: float
+        default: 3600
+      interval:
+        description: Seconds between two readings while requests are in flight.
+        type: float
+        default: 0.5
+      idle_spacing:
+        description: Seconds before a reading that confirms an idle one (default O(drain.interval)).
+        type: float
+      idle_readings:
+        description: Idle readings in a row that end the drain.
+        type: int
+        default: 2
+    version_added: 0.3.0
   enable:
     description: Enable O(unit) after its start.
     type: bool
@@ -152,18 +198,34 @@ active_state:
   type: str
   sample: active
 failed_step:
-  description: The step that failed (V(stop), V(release), V(start), ...); V(null) when the unit was restarted.
+  description: The step that failed (V(drain), V(stop), V(release), V(start), ...); V(null) when the unit was restarted.
   returned: always
   type: str
   sample: null
+drain:
+  description:
+    - With O(drain), the drain's result (as M(llmops.sglang.sglang_drain) returns it - C(outcome), C(seconds),
+      C(in_flight_at_start), C(drained), C(still_running), C(at_timeout), C(policy), C(reason), the last readings);
+      V(null) without it.
+  returned: always
+  type: dict
 '''
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import DrainSettings, drain_server
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight import _host as ph
 from ansible_collections.llmops.sglang.plugins.module_utils.deploy import _restart as rs
 from ansible_collections.llmops.sglang.plugins.module_utils.host import _systemd as systemd
 from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
+
+
+def drain(options):
+    """The drain of O(drain)'s server, as M(llmops.sglang.sglang_drain) does it."""
+    o = options
+    settings = DrainSettings(timeout=o['timeout'], policy=o['policy'], interval=o['interval'], idle_readings=o['idle_readings'],
+                             max_wait=max(o['max_wait'], o['timeout']), idle_spacing=o['idle_spacing'])
+    return drain_server(o['url'], settings, o['source'], o['api_key']).to_json()
 
 
 def main():
@@ -176,6 +238,17 @@ def main():
             reset_failed=dict(type='bool', default=False),
             enable=dict(type='bool', default=True),
             release_check=dict(type='bool', default=True),
+            drain=dict(type='dict', options=dict(
+                url=dict(type='str', required=True),
+                api_key=dict(type='str', no_log=True),
+                source=dict(type='str', choices=['auto', 'metrics', 'get_load'], default='auto'),
+                timeout=dict(type='float', default=120.0),
+                policy=dict(type='str', choices=['wait', 'proceed', 'fail'], default='fail'),
+                max_wait=dict(type='float', default=3600.0),
+                interval=dict(type='float', default=0.5),
+                idle_spacing=dict(type='float'),
+                idle_readings=dict(type='int', default=2),
+            )),
         ),
         supports_check_mode=True,
     )
@@ -190,13 +263,15 @@ def main():
             return {}
 
     restarter = rs.Restarter(p['unit'], systemctl, run, lambda: ph.preflight(module, ph.release_params(p)), show, p['log_path'],
-                             p['run_file'])
-    steps = rs.plan(p['daemon_reload'], p['release_check'], p['log_path'], p['enable'], p['run_file'], p['reset_failed'])
+                             p['run_file'], drain=lambda: drain(p['drain']))
+    steps = rs.plan(p['daemon_reload'], p['release_check'], p['log_path'], p['enable'], p['run_file'], p['reset_failed'],
+                    drain=bool(p['drain']))
     result = restarter.preview(steps) if module.check_mode else restarter.restart(steps)
     returned = result.to_json()
     del returned['unit']
     if result.failed_step:
-        module.fail_json(changed=True, **returned)
+        # a failed drain is the first step: nothing was changed
+        module.fail_json(changed=result.failed_step != 'drain', **returned)
     module.exit_json(changed=True, **returned)
 
 

@@ -20,8 +20,11 @@ import base64
 import datetime
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol
+
+import yaml
 
 from ansible_collections.llmops.sglang.plugins.module_utils.deploy._live import value_digest
 from ansible_collections.llmops.sglang.plugins.module_utils.preflight._checks import CHECKS as PREFLIGHT_CHECKS
@@ -437,7 +440,8 @@ def step_install(ctx: Context) -> None:
         check_flags(ctx)
     if inputs.preflight:
         run_preflight(ctx)
-    drain_server(ctx)
+    if ctx.plan.multinode:
+        drain_server(ctx)  # before any rank's configure step: the other ranks read its outcome there
 
 
 def drains_here(ctx: Context) -> bool:
@@ -445,20 +449,27 @@ def drains_here(ctx: Context) -> bool:
     return bool(ctx.inputs.drain) and not ctx.check_mode and ctx.plan.node_rank == 0
 
 
-def drain_server(ctx: Context) -> None:
-    """With sglang_service_drain (a server a rolling change took out of its gateway's rotation): wait until the running
-    server has nothing in flight (llmops.sglang.sglang_drain on its own URL) before the first thing this run changes that
-    it runs - the release, the SM120 patches, or else its unit and files in the configure step. The steps before (the
-    plan, the host lock, the install's check of an unchanged release, the argument check, the pre-flight) run while the
-    requests in flight end. Once per run; past its bound the drain's policy decides, and a failed drain stops the run
-    with nothing changed."""
-    if not drains_here(ctx) or ctx.facts.drain is not None:
-        return
+def drain_args(ctx: Context) -> Dict[str, Any]:
+    """llmops.sglang.sglang_drain's options from sglang_service_drain (the server's own URL unless it names one)."""
     drain = ctx.inputs.drain
     args = {'url': ctx.plan.url, 'api_key': ctx.inputs.api_key or None}
     args.update((k, drain[k]) for k in DRAIN_OPTIONS if drain.get(k) is not None)
-    res = ctx.run('llmops.sglang.sglang_drain', args, 'drain', read_only=True, must=False)
-    ctx.facts.drain = found(res, *DRAIN_KEPT)
+    return args
+
+
+def drain_server(ctx: Context) -> None:
+    """With sglang_service_drain (a server a rolling change took out of its gateway's rotation): wait until the running
+    server has nothing in flight (llmops.sglang.sglang_drain) before this run changes the code it runs - before pip on a
+    release change, before the SM120 patches - and, on a multi-node server, at the end of the install step, before any
+    rank's configure step. Otherwise the restart drains it as its first step (no module run of its own: see
+    ``step_restart``). The steps before run while the requests in flight end. Once per run; past its bound the drain's
+    policy decides, and a failed drain stops the run with nothing changed."""
+    if not drains_here(ctx) or ctx.facts.drain is not None:
+        return
+    began = time.monotonic()
+    res = ctx.run('llmops.sglang.sglang_drain', drain_args(ctx), 'drain', read_only=True, must=False)
+    # what the change waited for it: the module's run, not only its readings
+    ctx.facts.drain = dict(found(res, *DRAIN_KEPT), waited=round(time.monotonic() - began, 3))
     ctx.host.say('%s: %s' % ('drain failed' if res.get('failed') else 'drained', res.get('msg') or 'no answer'), detail=True)
     if res.get('failed'):
         raise StepFailed('the server still has requests in flight: %s; %s.service was not touched'
@@ -535,11 +546,16 @@ def create_layout(ctx: Context) -> None:
     ctx.run('llmops.sglang.sglang_service_layout', layout_args(ctx), 'service account and directories')
 
 
+def keeps_files(inputs: Inputs) -> bool:
+    """The files this run replaces are kept: for a rollback, or for a drain in the restart that may fail after them."""
+    return inputs.keeps_previous or bool(inputs.drain)
+
+
 def write_file(ctx: Context, name: str, dest: str, content: str, mode: str, secret: bool, verify: str = 'none') -> None:
     """One configuration file, written atomically by llmops.sglang.sglang_config_file (a full disk fails naming the path,
     the old file untouched); a replaced file is kept as a backup for a rollback."""
     res = ctx.run('llmops.sglang.sglang_config_file', {'dest': dest, 'content': content, 'owner': 'root', 'group': 'root',
-                                                       'mode': mode, 'verify': verify, 'backup': ctx.inputs.keeps_previous,
+                                                       'mode': mode, 'verify': verify, 'backup': keeps_files(ctx.inputs),
                                                        'secret': secret},
                   name, secret=secret)
     if res.get('changed'):
@@ -567,7 +583,7 @@ def remove_key_file(ctx: Context) -> None:
     paths = ctx.plan.paths
     if not may_exist(ctx.facts, paths.secret_args):
         return
-    if ctx.inputs.keeps_previous:
+    if keeps_files(ctx.inputs):
         kept = ctx.run('ansible.legacy.copy', {'src': paths.secret_args, 'dest': paths.secret_args_kept, 'remote_src': True,
                                                'owner': 'root', 'group': 'root', 'mode': '0600'}, secret=True, must=False)
         ctx.facts.key_file_kept = bool(kept.get('changed')) and not kept.get('failed')
@@ -588,6 +604,26 @@ def write_files(ctx: Context) -> None:
         remove_key_file(ctx)
     # systemd-analyze verify checks the new unit before it replaces the old one; a warning counts as a failure
     write_file(ctx, 'unit file', p.paths.unit, unit_text(inputs, p, managed), '0644', False, verify='systemd-unit')
+
+
+def restore_files(ctx: Context) -> str:
+    """Put the previous configuration back; returns the API key the previous server runs with."""
+    back = ctx.plan.rollback
+    for item in back.restore:
+        ctx.run('ansible.legacy.copy', {'src': item['backup_file'], 'dest': item['dest'], 'remote_src': True, 'mode': 'preserve'},
+                'restore %s' % item['dest'], secret=bool(item['secret']))
+    paths = ctx.plan.paths
+    ctx.run('ansible.legacy.file', {'path': paths.secret_args_kept, 'state': 'absent'}, secret=True)
+    for path in back.remove:
+        ctx.run('ansible.legacy.file', {'path': path, 'state': 'absent'}, 'remove %s' % path)
+    key = ctx.run('ansible.legacy.slurp', {'src': paths.secret_args}, secret=True, must=False, read_only=True)
+    if key.get('failed') or not key.get('content'):
+        return ''
+    try:
+        data = yaml.safe_load(base64.b64decode(key['content']).decode('utf-8', 'replace'))
+    except yaml.YAMLError:
+        return ''
+    return str(data.get('api-key') or '') if isinstance(data, dict) else ''
 
 
 def step_configure(ctx: Context) -> None:
@@ -625,15 +661,26 @@ def step_restart(ctx: Context) -> None:
             ctx.host.say('would restart %s: %s' % (unit, ', '.join(reasons)))
         return
     if reasons:
-        ctx.host.say('restarting %s: %s' % (unit, ', '.join(reasons)))
-        # daemon-reload, reset-failed, stop, release check, log size, start, run record and enable in one module run:
-        # no start, stat, reset-failed or run offset of its own after it
-        res = ctx.run('llmops.sglang.sglang_restart', {
-            'unit': unit, 'log_path': inputs.log_path, 'run_file': p.paths.run_file, 'release_check': inputs.preflight,
-            'reset_failed': inputs.preflight_enforce,
-            'user': inputs.user, 'environment': inputs.environment, 'gpu_devices': list(inputs.preflight_gpu_devices),
-            'shared_devices': list(inputs.preflight_shared_devices), 'cleanup': inputs.preflight_cleanup,
-            'stop_timeout': inputs.preflight_stop_timeout}, 'restart of %s' % unit)
+        drains = drains_here(ctx) and ctx.facts.drain is None
+        ctx.host.say('%srestarting %s: %s' % ('draining, then ' if drains else '', unit, ', '.join(reasons)))
+        # (drain,) daemon-reload, reset-failed, stop, release check, log size, start, run record and enable in one module
+        # run: no start, stat, reset-failed or run offset of its own after it
+        args = {'unit': unit, 'log_path': inputs.log_path, 'run_file': p.paths.run_file, 'release_check': inputs.preflight,
+                'reset_failed': inputs.preflight_enforce,
+                'user': inputs.user, 'environment': inputs.environment, 'gpu_devices': list(inputs.preflight_gpu_devices),
+                'shared_devices': list(inputs.preflight_shared_devices), 'cleanup': inputs.preflight_cleanup,
+                'stop_timeout': inputs.preflight_stop_timeout}
+        if drains:
+            args['drain'] = drain_args(ctx)
+        res = ctx.run('llmops.sglang.sglang_restart', args, 'restart of %s' % unit, must=False)
+        drained = res.pop('drain', None)
+        if drained:
+            ctx.facts.drain = dict(((k, drained.get(k)) for k in DRAIN_KEPT), waited=drained.get('seconds'))
+        if res.get('failed_step') == 'drain':
+            undo_configure(ctx)
+            raise StepFailed(res.get('msg') or 'the drain failed', 'drain', ctx.facts.drain)
+        if res.get('failed'):
+            raise StepFailed(res.get('msg') or 'module llmops.sglang.sglang_restart failed', 'restart of %s' % unit, found(res))
         ctx.facts.restart = found(res)
         ctx.facts.started = False
         ctx.facts.run_offset = offset_after_restart(inputs.log_path, res)
@@ -651,6 +698,15 @@ def step_restart(ctx: Context) -> None:
         offset = ctx.run('llmops.sglang.sglang_run_offset', {'unit': unit, 'path': p.paths.run_file, 'log_size': size or 0},
                          'log offset')
         ctx.facts.run_offset = offset.get('offset')
+
+
+def undo_configure(ctx: Context) -> None:
+    """The drain in the restart failed: the server was not touched, and the files the configure step wrote go back to
+    what the running server was started with (kept with sglang_service_drain as for a rollback), so that a later start
+    by systemd runs what runs now."""
+    restore_files(ctx)
+    ctx.host.say('drain failed: the previous configuration was put back (%s); %s.service was not touched'
+                 % (ctx.plan.rollback.describe(), ctx.inputs.name))
 
 
 def offset_after_restart(log_path: str, res: Dict[str, Any]) -> Optional[int]:

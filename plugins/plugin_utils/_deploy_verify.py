@@ -10,15 +10,12 @@ Controller side only; see ``_deploy_steps`` for how a step works.
 
 from __future__ import annotations
 
-import base64
 from typing import Any, Dict, List
-
-import yaml
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import proven, regressed
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
-    Context, StepFailed, found, may_exist, patch_sm120, pip_failure, shell_quote, stamp_args)
+    Context, StepFailed, found, may_exist, patch_sm120, pip_failure, restore_files, shell_quote, stamp_args)
 
 # the options of llmops.sglang.sglang_benchmark that sglang_service_benchmark may set
 BENCH_OPTIONS = ('model', 'concurrency', 'input_len', 'output_len', 'num_prompts', 'repeats', 'seed', 'dataset', 'duration',
@@ -188,26 +185,6 @@ def failure_text(ctx: Context) -> str:
     return '%s: %s%s' % (inputs.change, facts.wait.get('status') or 'failed', ' (%s)' % signature if signature else '')
 
 
-def restore_files(ctx: Context) -> str:
-    """Put the previous configuration back; returns the API key the previous server runs with."""
-    back = ctx.plan.rollback
-    for item in back.restore:
-        ctx.run('ansible.legacy.copy', {'src': item['backup_file'], 'dest': item['dest'], 'remote_src': True, 'mode': 'preserve'},
-                'restore %s' % item['dest'], secret=bool(item['secret']))
-    paths = ctx.plan.paths
-    ctx.run('ansible.legacy.file', {'path': paths.secret_args_kept, 'state': 'absent'}, secret=True)
-    for path in back.remove:
-        ctx.run('ansible.legacy.file', {'path': path, 'state': 'absent'}, 'remove %s' % path)
-    key = ctx.run('ansible.legacy.slurp', {'src': paths.secret_args}, secret=True, must=False, read_only=True)
-    if key.get('failed') or not key.get('content'):
-        return ''
-    try:
-        data = yaml.safe_load(base64.b64decode(key['content']).decode('utf-8', 'replace'))
-    except yaml.YAMLError:
-        return ''
-    return str(data.get('api-key') or '') if isinstance(data, dict) else ''
-
-
 def reinstall(ctx: Context) -> None:
     inputs, back = ctx.inputs, ctx.plan.rollback
     if back.version:
@@ -286,6 +263,11 @@ def step_finish(ctx: Context) -> None:
                 raise StepFailed('no deployment record written: %s' % '; '.join(res.get('reasons') or ()), 'finish')
         except StepFailed as err:
             failed = err
+    # copies kept only in case the drain in the restart failed (sglang_service_drain without a rollback): not needed once
+    # the restart ran, in one module run
+    if facts.backups and not inputs.keeps_previous and facts.restart:
+        ctx.run('ansible.legacy.command', {'argv': ['rm', '-f', '--'] + [b['backup_file'] for b in facts.backups]},
+                'removal of the copies kept for the drain', must=False, counts=False)
     # the key file kept for a rollback: only where this run kept one or the no-change query saw one (no module run else)
     kept = facts.key_file_kept or may_exist(facts, p.paths.secret_args_kept)
     if kept and (not facts.failure or facts.backups or facts.key_file_kept):

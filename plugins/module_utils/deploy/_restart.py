@@ -4,6 +4,10 @@
 
 """One restart of an SGLang unit, done by one process on the host: stop -> GPU release check -> log size -> start.
 
+Optionally a drain first (a server a rolling change took out of its gateway's rotation): wait until it has nothing in
+flight, read from the server itself (``gateway._drain``); a drain past its bound under policy ``fail`` stops the restart
+before anything else, the unit untouched.
+
 Optionally ``systemctl reset-failed`` first (the sglang_service role's deploy: the unit's StartLimitBurst= bounds
 systemd's own restarts; a deliberate restart must not be refused for them).
 
@@ -54,6 +58,7 @@ class Restart:
     active_state: str = ''
     failed_step: str | None = None
     msg: str = ''
+    drain: dict | None = None
 
     def to_json(self):
         return dataclasses.asdict(self)
@@ -65,11 +70,13 @@ class Restart:
         return cls(**data)
 
 
-def plan(daemon_reload, release_check, log_path, enable, run_file='', reset_failed=False):
+def plan(daemon_reload, release_check, log_path, enable, run_file='', reset_failed=False, drain=False):
     """The steps of a restart, in order (pure). The run record follows the start at once: a rerun after a controller
     killed before its own sglang_run_offset task then still reads the new run from its first line. The start-rate
-    counter is reset before the stop: a failure to reset it leaves the unit untouched."""
-    steps = ['daemon-reload'] if daemon_reload else []
+    counter is reset before the stop: a failure to reset it leaves the unit untouched. A drain comes first of all: a
+    failed one leaves everything as it was (systemd has not even reloaded the new unit)."""
+    steps = ['drain'] if drain else []
+    steps += ['daemon-reload'] if daemon_reload else []
     if reset_failed:
         steps.append('reset-failed')
     steps.append('stop')
@@ -104,6 +111,9 @@ def log_size(path):
 def failure_message(restart, step):
     """What failed, what state the unit is in and what to do (one message per failing step)."""
     unit = restart.unit
+    if step.name == 'drain':
+        return ('the server still has requests in flight: %s; %s was not touched'
+                % ((restart.drain or {}).get('reason') or step.detail, unit))
     if step.name == 'release':
         return ('%s. %s stays stopped: a start now would fail to allocate GPU memory; free the GPUs, then rerun.'
                 % ((restart.release or {}).get('msg') or 'the GPUs of %s were not released' % unit, unit))
@@ -123,8 +133,9 @@ class Restarter:
     """Runs the plan on the host. ``run`` is a ``_command`` runner, ``release`` a callable returning the GPU release
     check's result ({'ok', 'msg', ...}), ``show`` a callable returning the unit's {'ActiveState', 'InvocationID'}."""
 
-    def __init__(self, unit, systemctl, run, release, show, log_path='', run_file=''):
+    def __init__(self, unit, systemctl, run, release, show, log_path='', run_file='', drain=None):
         self.unit = unit
+        self.drain = drain  # a callable returning the drain's result ({'outcome', 'reason', ...}); None: no drain
         self.systemctl = systemctl
         self.run = run
         self.release = release
@@ -133,6 +144,9 @@ class Restarter:
         self.run_file = run_file
 
     def _act(self, name, result):
+        if name == 'drain':
+            result.drain = self.drain()
+            return (0 if result.drain.get('outcome') in ('idle', 'proceed') else 1), result.drain.get('reason') or ''
         if name == 'measure':
             result.log_size = log_size(self.log_path)
             return 0, '%d bytes' % result.log_size

@@ -122,6 +122,21 @@ def read_load(url: str, source: str, api_key: Optional[str] = None, timeout: flo
     return load, None, False
 
 
+def pick_source(url: str, source: str, api_key: Optional[str] = None, read=None) -> str:
+    """``metrics`` unless the server exports none (then ``get_load``), for source ``auto``; a server that refuses the
+    connection is read from ``/metrics`` (it has nothing in flight either way)."""
+    if source != 'auto':
+        return source
+    load, _error, refused = (read or read_load)(url, 'metrics', api_key)
+    return 'metrics' if load is not None or refused else 'get_load'
+
+
+def drain_server(url: str, settings: DrainSettings, source: str = 'auto', api_key: Optional[str] = None) -> 'DrainResult':
+    """The drain of the server at ``url``, read from its ``source`` (``auto``: see ``pick_source``)."""
+    chosen = pick_source(url, source, api_key)
+    return Drainer(lambda: read_load(url, chosen, api_key), settings, chosen).run()
+
+
 def at_bound(in_flight: int, policy: str) -> str:
     """How a drain that reached drain_timeout is said everywhere (the module's message, the roll's table)."""
     return '%d in flight at drain_timeout (%s)' % (in_flight, policy or 'wait')

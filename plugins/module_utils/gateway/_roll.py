@@ -496,7 +496,8 @@ def drain_of(removal: Dict[str, Any], change: Dict[str, Any]) -> Dict[str, Any]:
     its seconds were spent inside the change). A change that stopped before its drain keeps outcome ``left``. Pure."""
     if removal.get('outcome') != 'left' or not change.get('outcome'):
         return removal
-    drain = dict(change, in_change=True)
+    # its seconds: what the change waited for it (with a drain module of its own, that module's whole run)
+    drain = dict(change, in_change=True, seconds=change.get('waited', change.get('seconds')))
     at_removal, still = removal.get('in_flight_at_start'), change.get('still_running')
     if at_removal is not None:
         drain['in_flight_at_start'] = at_removal

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import ControlPlane, ControlPlaneError, GatewayWorker, same_url
-from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import Drainer, DrainResult, DrainSettings, read_load
+from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import DrainResult, DrainSettings, drain_server, read_load
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._reconcile import (
     Changes, Verdict, Wanted, changes, in_rotation_after_removal, verdict)
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._route import RouteResult, prove, read_finished, smoke_sender
@@ -117,11 +117,7 @@ def drain_all(urls: List[str], settings: DrainSettings, source: str, api_key: Op
     results: Dict[str, DrainResult] = {}
 
     def one(url: str) -> None:
-        chosen = source
-        if source == 'auto':
-            load, _error, refused = read_load(url, 'metrics', api_key)
-            chosen = 'metrics' if load is not None or refused else 'get_load'
-        results[url] = Drainer(lambda: read_load(url, chosen, api_key), settings, chosen).run()
+        results[url] = drain_server(url, settings, source, api_key)
 
     threads = [threading.Thread(target=one, args=(url,)) for url in urls]
     for thread in threads:

@@ -166,3 +166,67 @@ def test_a_counter_that_cannot_be_reset_leaves_the_unit_untouched(tmp_path):
     assert unit.calls == ['daemon-reload', 'reset-failed'] and result.failed_step == 'reset-failed'
     assert result.msg == ('systemctl reset-failed sglang.service failed (rc=1): Failed to connect to bus. The unit was not '
                           'touched.') and result.active_state == 'active'
+
+
+class Metrics:
+    """A real server's /metrics on a real port: ``busy`` requests running until ``until`` (monotonic seconds)."""
+
+    def __init__(self, busy, seconds):
+        import http.server
+        import threading
+        import time
+
+        state = {'busy': busy, 'until': time.monotonic() + seconds}
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                running = state['busy'] if time.monotonic() < state['until'] else 0
+                body = ('sglang:num_running_reqs{model_name="m"} %d\nsglang:num_queue_reqs{model_name="m"} 0\n' % running).encode()
+                self.send_response(200)
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = 'http://127.0.0.1:%d' % self.server.server_address[1]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def drainer(url, timeout, policy='fail'):
+    from ansible_collections.llmops.sglang.plugins.module_utils.gateway._drain import DrainSettings, drain_server
+    return lambda: drain_server(url, DrainSettings(timeout=timeout, policy=policy, interval=0.05, idle_spacing=0.1)).to_json()
+
+
+def test_a_drain_is_the_first_step_and_the_stop_waits_for_the_last_request(tmp_path):
+    """The roll's drain in the restart: the real server below still runs 2 requests for 0.4 s; the stop comes after."""
+    unit, server = Unit(str(tmp_path / 'sglang.log')), Metrics(2, 0.4)
+    try:
+        restarter = rs.Restarter('sglang.service', 'systemctl', unit.run, lambda: {'ok': True}, unit.show,
+                                 drain=drainer(server.url, 30.0))
+        result = restarter.restart(rs.plan(True, False, '', True, drain=True))
+    finally:
+        server.close()
+    assert [s.name for s in result.steps] == ['drain', 'daemon-reload', 'stop', 'start', 'enable']
+    assert unit.calls == ['daemon-reload', 'stop', 'start', 'enable'] and result.failed_step is None
+    assert (result.drain['outcome'], result.drain['in_flight_at_start'], result.drain['drained']) == ('idle', 2, 2)
+    assert result.drain['seconds'] >= 0.35 and result.steps[0].seconds >= 0.35
+
+
+def test_a_failed_drain_touches_nothing_not_even_the_daemon_reload(tmp_path):
+    unit, server = Unit(str(tmp_path / 'sglang.log')), Metrics(3, 60)
+    try:
+        result = rs.Restarter('sglang.service', 'systemctl', unit.run, lambda: {'ok': True}, unit.show,
+                              drain=drainer(server.url, 0.3)).restart(rs.plan(True, True, '', True, drain=True))
+    finally:
+        server.close()
+    assert unit.calls == [] and result.failed_step == 'drain' and result.invocation == 'a' * 32
+    assert result.msg.startswith('the server still has requests in flight: still 3 request(s) (3 running, 0 waiting) after ')
+    assert result.msg.endswith('; sglang.service was not touched')
+    assert (result.drain['outcome'], result.drain['still_running'], result.drain['at_timeout']) == ('fail', 3, 3)

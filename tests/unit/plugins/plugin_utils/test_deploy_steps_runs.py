@@ -178,31 +178,34 @@ def test_check_mode_counts_a_wheelhouse_seen_missing_as_a_change_without_a_stat(
     assert names(host) == ['pip'] and ctx.changed
 
 
-# sglang_service_drain (llmops.sglang.roll): the drain waits where the run first changes what the server runs
+# sglang_service_drain (llmops.sglang.roll): the drain waits where the run first changes what the server runs - in the
+# restart, as its first step (no module run of its own), unless the install changes the server's code first, or the
+# server is multi-node (every rank's configure step must see rank 0's drain)
 DRAINED = {'outcome': 'idle', 'seconds': 0.3, 'in_flight_at_start': 0, 'drained': 0, 'still_running': 0, 'policy': 'fail',
            'reason': 'nothing in flight in 2 readings in a row', 'msg': 'idle after 0.3s', 'readings': [{'at': 0.0}]}
 DRAIN_FAILED = {'failed': True, 'outcome': 'fail', 'seconds': 30.1, 'still_running': 2, 'policy': 'fail', 'at_timeout': 2,
                 'reason': 'still 2 request(s) after 30s', 'msg': 'http://127.0.0.1:30000: fail after 30.1s: still 2 request(s)'}
 ONLY_INSTALL = dict(sglang_service_lock=False, sglang_service_check_args=False, sglang_service_preflight=False,
                     sglang_service_drain={'timeout': 30, 'policy': 'fail', 'idle_spacing': 0.25})
+SAME_RELEASE = {'sglang_version': '0.5.9'}
 
 
-def test_the_drain_waits_after_the_install_of_an_unchanged_release_and_only_once():
-    host = RecordingHost({'llmops.sglang.sglang_drain': DRAINED})
-    ctx = context(host, Facts(stamp={'sglang_version': '0.5.9'}), **ONLY_INSTALL)
+def test_a_single_servers_drain_is_the_restarts_first_step():
+    host = RecordingHost({'llmops.sglang.sglang_restart': dict(RESTARTED, drain=DRAINED)})
+    ctx = context(host, Facts(stamp=SAME_RELEASE, changes=['unit file']), **ONLY_INSTALL)
     step_install(ctx)
-    assert names(host) == ['pip', 'sglang_drain']
-    assert host.runs[1][1] == {'url': 'http://127.0.0.1:30000', 'api_key': None, 'timeout': 30, 'policy': 'fail',
-                               'idle_spacing': 0.25}
-    assert ctx.facts.drain['outcome'] == 'idle' and 'readings' not in ctx.facts.drain
-    step_install(ctx)  # a drained server is not drained again
-    assert names(host) == ['pip', 'sglang_drain', 'pip']
+    assert names(host) == ['pip'] and ctx.facts.drain is None
+    step_restart(ctx)
+    assert names(host) == ['pip', 'sglang_restart']
+    assert host.runs[1][1]['drain'] == {'url': 'http://127.0.0.1:30000', 'api_key': None, 'timeout': 30, 'policy': 'fail',
+                                        'idle_spacing': 0.25}
+    assert (ctx.facts.drain['outcome'], ctx.facts.drain['waited']) == ('idle', 0.3) and 'readings' not in ctx.facts.drain
+    assert 'drain' not in ctx.facts.restart
     # the roll names the server that runs (a change of port drains the old one, not the new)
-    moved = RecordingHost({'llmops.sglang.sglang_drain': DRAINED})
-    step_install(context(moved, Facts(stamp={'sglang_version': '0.5.9'}), sglang_service_args={'port': 31000},
+    moved = RecordingHost({'llmops.sglang.sglang_restart': RESTARTED})
+    step_restart(context(moved, Facts(stamp=SAME_RELEASE, changes=['unit file']), sglang_service_args={'port': 31000},
                          **{**ONLY_INSTALL, 'sglang_service_drain': {'url': 'http://10.0.0.5:30000', 'policy': 'wait'}}))
-    assert [(n, a.get('url'), a.get('policy')) for n, a in moved.runs] == [
-        ('ansible.legacy.pip', None, None), ('llmops.sglang.sglang_drain', 'http://10.0.0.5:30000', 'wait')]
+    assert (moved.runs[0][1]['drain']['url'], moved.runs[0][1]['drain']['policy']) == ('http://10.0.0.5:30000', 'wait')
 
 
 @pytest.mark.parametrize('facts, more, order', [
@@ -210,27 +213,40 @@ def test_the_drain_waits_after_the_install_of_an_unchanged_release_and_only_once
     (Facts(stamp={'sglang_version': '0.5.8'}), {}, ['sglang_drain', 'pip']),
     (Facts(), {}, ['sglang_drain', 'pip']),  # the installed release is unknown
     # the SM120 patches edit the running server's sources
-    (Facts(stamp={'sglang_version': '0.5.9'}), {'sglang_service_sm120_patch': 'present'}, ['pip', 'sglang_drain', 'sglang_patch_sm120']),
+    (Facts(stamp=SAME_RELEASE), {'sglang_service_sm120_patch': 'present'}, ['pip', 'sglang_drain', 'sglang_patch_sm120']),
 ])
 def test_the_drain_comes_first_where_the_install_changes_the_running_servers_code(facts, more, order):
+    host = RecordingHost({'llmops.sglang.sglang_drain': DRAINED, 'llmops.sglang.sglang_restart': RESTARTED})
+    ctx = context(host, facts, **dict(ONLY_INSTALL, **more))
+    step_install(ctx)
+    assert names(host) == order and ctx.facts.drain['outcome'] == 'idle' and ctx.facts.drain['waited'] >= 0
+    ctx.facts.changes.append('unit file')
+    step_restart(ctx)  # drained once
+    assert 'drain' not in host.runs[-1][1]
+
+
+def test_a_multi_node_servers_rank_0_drains_before_any_ranks_configure_step():
     host = RecordingHost({'llmops.sglang.sglang_drain': DRAINED})
-    step_install(context(host, facts, **dict(ONLY_INSTALL, **more)))
-    assert names(host) == order
-
-
-def test_no_drain_without_the_option_in_check_mode_or_on_a_rank_that_serves_no_http():
-    host = RecordingHost()
-    step_install(context(host, Facts(stamp={'sglang_version': '0.5.9'}), **{**ONLY_INSTALL, 'sglang_service_drain': {}}))
-    rank1 = context(host, Facts(stamp={'sglang_version': '0.5.9'}), **dict(ONLY_INSTALL, sglang_service_deployment_group='pair'))
+    rank0 = context(host, Facts(stamp=SAME_RELEASE), **dict(ONLY_INSTALL, sglang_service_deployment_group='pair'))
+    rank0.topo = Topology(host='h', peers=('h', 'r1'), play_hosts=('h', 'r1'))
+    step_install(rank0)
+    assert names(host) == ['pip', 'sglang_drain']
+    rank1 = context(host, Facts(stamp=SAME_RELEASE), **dict(ONLY_INSTALL, sglang_service_deployment_group='pair'))
     rank1.topo = Topology(host='h', peers=('r0', 'h'), play_hosts=('r0', 'h'))
     assert rank1.plan.node_rank == 1
-    step_install(rank1)
+    step_install(rank1)  # rank 1 serves no HTTP: no drain
+    assert names(host) == ['pip', 'sglang_drain', 'pip']
+
+
+def test_no_drain_without_the_option_or_in_check_mode():
+    host = RecordingHost()
+    step_install(context(host, Facts(stamp={'sglang_version': '0.5.8'}), **{**ONLY_INSTALL, 'sglang_service_drain': {}}))
     host.check_mode = True
-    step_install(context(host, Facts(stamp={'sglang_version': '0.5.9'}), **ONLY_INSTALL))
-    assert names(host) == ['pip', 'pip', 'pip']
+    step_install(context(host, Facts(stamp={'sglang_version': '0.5.8'}), **ONLY_INSTALL))
+    assert names(host) == ['pip', 'pip']
 
 
-def test_a_failed_drain_stops_the_run_before_anything_that_changes_the_server():
+def test_a_failed_drain_before_pip_stops_the_run_before_anything_that_changes_the_server():
     host = RecordingHost({'llmops.sglang.sglang_drain': DRAIN_FAILED})
     ctx = context(host, Facts(stamp={'sglang_version': '0.5.8'}), **ONLY_INSTALL)
     with pytest.raises(StepFailed) as failed:
@@ -238,6 +254,38 @@ def test_a_failed_drain_stops_the_run_before_anything_that_changes_the_server():
     assert names(host) == ['sglang_drain'] and failed.value.what == 'drain'
     assert failed.value.msg.endswith('sglang.service was not touched')
     assert (ctx.facts.drain['outcome'], ctx.facts.drain['still_running']) == ('fail', 2)
+
+
+def test_a_failed_drain_in_the_restart_puts_the_previous_files_back_and_leaves_the_server_running():
+    failed_restart = {'failed': True, 'changed': False, 'failed_step': 'drain', 'drain': DRAIN_FAILED,
+                      'msg': 'the server still has requests in flight: still 2 request(s) after 30s; sglang.service was not touched'}
+    host = RecordingHost({'llmops.sglang.sglang_restart': failed_restart})
+    backup = {'dest': '/etc/systemd/system/sglang.service', 'backup_file': '/etc/systemd/system/sglang.service.1.bak', 'secret': False}
+    ctx = context(host, Facts(stamp=SAME_RELEASE, changes=['unit file'], backups=[backup]), **ONLY_INSTALL)
+    with pytest.raises(StepFailed) as failed:
+        step_restart(ctx)
+    assert failed.value.what == 'drain' and failed.value.msg.endswith('sglang.service was not touched')
+    assert names(host) == ['sglang_restart', 'copy', 'file', 'slurp']  # the unit file back, nothing restarted
+    assert host.runs[1][1]['src'] == backup['backup_file'] and host.runs[1][1]['dest'] == backup['dest']
+    assert ctx.facts.drain['outcome'] == 'fail' and ctx.facts.restart is None
+
+
+def test_the_files_are_kept_for_a_drain_and_their_copies_dropped_once_the_restart_ran():
+    from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import keeps_files
+    from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_verify import step_finish
+
+    assert keeps_files(Inputs(drain={'timeout': 5})) and not keeps_files(Inputs())
+    host = RecordingHost()
+    backups = [{'dest': '/etc/sglang/sglang.env', 'backup_file': '/etc/sglang/sglang.env.7.bak', 'secret': False}]
+    ctx = context(host, Facts(stamp=SAME_RELEASE, backups=backups, restart={'invocation': 'b' * 32}),
+                  **{**ONLY_INSTALL, 'sglang_service_wait': False})
+    step_finish(ctx)
+    assert host.runs[0] == ('ansible.legacy.command', {'argv': ['rm', '-f', '--', '/etc/sglang/sglang.env.7.bak']})
+    # with sglang_service_rollback they are the rollback's: kept as before
+    kept = RecordingHost()
+    step_finish(context(kept, Facts(stamp=SAME_RELEASE, backups=backups, restart={'invocation': 'b' * 32}),
+                        **{**ONLY_INSTALL, 'sglang_service_wait': False, 'sglang_service_rollback': True}))
+    assert 'command' not in names(kept)
 
 
 def test_the_other_ranks_change_nothing_when_the_serving_ranks_drain_failed():
