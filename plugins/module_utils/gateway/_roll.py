@@ -210,7 +210,7 @@ def _setting(name: str, value: Any, kind: str) -> Any:
                 return text
             raise ValueError
         number = int(text) if kind == 'count' else float(text)
-        if number < 0 or number != number:
+        if number < 0 or math.isnan(number):
             raise ValueError
         return number
     except ValueError:
