@@ -146,6 +146,10 @@ DEPLOY_PARTS: Tuple[Part, ...] = (
 )
 
 
+# systemd's ActiveState of a unit that runs nothing (not even a start in progress)
+STOPPED_STATES = ('inactive', 'failed')
+
+
 def fill_check_ready(row: HostRow, ready: Dict[str, Any]) -> None:
     """The check playbook's single readiness probe: no start happened, so no time, and the /health answer is the reason.
 
@@ -160,7 +164,14 @@ def fill_check_ready(row: HostRow, ready: Dict[str, Any]) -> None:
         row.stage = ''
     health = ((ready.get('http') or {}).get('health') or {})
     answer = health.get('status') or health.get('error')
-    if row.status in ('ready', 'starting'):
+    unit = ready.get('unit') if _is_dict(ready.get('unit')) else {}
+    if row.status == 'starting' and unit.get('ActiveState') in STOPPED_STATES:
+        # one probe decides nothing about a start, but a unit that is not running is not starting (a newcomer's
+        # 'systemctl stop' showed as starting)
+        row.status = 'stopped'
+        row.reason = one_line('the unit is %s (%s)%s' % (unit.get('ActiveState'), unit.get('Result') or unit.get('SubState') or '?',
+                                                         '; GET /health %s' % answer if answer else ''))
+    elif row.status in ('ready', 'starting'):
         row.reason = 'GET /health %s' % answer if answer else row.status
 
 

@@ -35,6 +35,12 @@ def check_row(**facts):
     ({'status': 'starting', 'stage': 'cuda_graph', 'http': _http(503)}, 'starting', 'cuda_graph', 'GET /health 503'),
     ({'status': 'starting', 'stage': 'load_weights', 'http': _http(None, 'Connection refused')},
      'starting', 'load_weights', 'GET /health Connection refused'),
+    # 'systemctl stop sglang' (a newcomer's): one probe decides nothing, but a unit that runs nothing is not starting
+    ({'status': 'starting', 'stage': 'start', 'http': _http(None, 'Connection refused'),
+      'unit': {'ActiveState': 'failed', 'SubState': 'failed', 'Result': 'exit-code'}},
+     'stopped', None, 'the unit is failed (exit-code); GET /health Connection refused'),
+    ({'status': 'starting', 'stage': 'load_weights', 'http': _http(None, 'Connection refused'),
+      'unit': {'ActiveState': 'activating', 'SubState': 'start'}}, 'starting', 'load_weights', 'GET /health Connection refused'),
     ({'status': 'error', 'stage': 'start', 'msg': 'SGLang on node1: cannot watch unit sglang.service: not loaded'},
      'error', None, 'cannot watch unit sglang.service: not loaded'),
 ])
