@@ -286,6 +286,10 @@ def install_sglang(ctx: Context) -> None:
                                         'mode': '0644', 'directory_mode': '0755'})
     if inputs.keeps_previous:
         ctx.facts.previous_version = read_previous_version(ctx)
+    if ctx.check_mode and not inputs.pip_packages and version_seen(ctx.facts) == inputs.version:
+        # the release the no-change query read is the one asked for; pip's check mode cannot tell with extra arguments
+        # (--no-index, --find-links: it says "changed" whatever is installed), so it is not asked
+        return
     extra = list(inputs.pip_extra_args) + (['--no-index', '--find-links', inputs.wheelhouse_dest] if inputs.wheelhouse else [])
     res = ctx.run('ansible.legacy.pip', {'name': ['sglang==%s' % inputs.version] + list(inputs.pip_packages), 'virtualenv': inputs.venv,
                                          'virtualenv_command': '%s -m venv' % inputs.venv_python,

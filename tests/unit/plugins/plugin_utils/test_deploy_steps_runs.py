@@ -178,6 +178,19 @@ def test_check_mode_counts_a_wheelhouse_seen_missing_as_a_change_without_a_stat(
     assert names(host) == ['pip'] and ctx.changed
 
 
+def test_check_mode_does_not_count_an_install_of_the_release_the_host_has():
+    """ansible's pip says "changed" in check mode whenever it has extra arguments (--no-index, --find-links): a newcomer's
+    --check of an argument change said "would restart: SGLang install, unit file"."""
+    host = RecordingHost({'ansible.legacy.pip': {'changed': True}})
+    host.check_mode = True
+    same = context(host, Facts(stamp={'sglang_version': '0.5.9'}), sglang_service_pip_extra_args=['--no-deps'])
+    install_sglang(same)
+    assert names(host) == [] and same.facts.changes == [] and not same.facts.sglang_pending
+    other = context(host, Facts(stamp={'sglang_version': '0.5.8'}), sglang_service_pip_extra_args=['--no-deps'])
+    install_sglang(other)  # another release: pip's answer counts (and the flags are read from the wheel)
+    assert names(host) == ['pip'] and other.facts.changes == ['SGLang install'] and other.facts.sglang_pending
+
+
 # sglang_service_drain (llmops.sglang.roll): the drain waits where the run first changes what the server runs - in the
 # restart, as its first step (no module run of its own), unless the install changes the server's code first, or the
 # server is multi-node (every rank's configure step must see rank 0's drain)
