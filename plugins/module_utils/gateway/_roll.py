@@ -388,13 +388,14 @@ def plan(fleet: List[FleetWorker], gateway: List[GatewayWorker], settings: RollS
     for number, batch in enumerate(batches, 1):
         left = _serving(gateway, [w.url for w in batch])
         if left < need:
+            # what to try before the list of URLs: a screen line is cut at its end
             raise RollInputError(
-                'batch %d (%s) would leave %d worker%s in rotation, %s: the gateway has %d in rotation now (%s); use a smaller '
-                'sglang_roll_batch%s, or bring more workers into rotation first'
+                'batch %d (%s) would leave %d worker%s in rotation, %s; use a smaller sglang_roll_batch%s, or bring more '
+                'workers into rotation first (the gateway has %d in rotation now: %s)'
                 % (number, ', '.join(w.name for w in batch), left, '' if left == 1 else 's',
                    'no worker to serve' if left == 0 else 'fewer than sglang_roll_min_in_service=%d' % need,
-                   out.in_rotation, ', '.join(g.url for g in gateway if g.in_rotation) or 'none',
-                   '' if need <= 1 else ' or a lower sglang_roll_min_in_service'))
+                   '' if need <= 1 else ' or a lower sglang_roll_min_in_service',
+                   out.in_rotation, ', '.join(g.url for g in gateway if g.in_rotation) or 'none'))
     return out
 
 

@@ -73,8 +73,10 @@ def test_canary_first_then_batches():
 
 
 def test_a_batch_that_leaves_no_worker_or_fewer_than_min_in_service_is_refused():
-    with pytest.raises(RollInputError, match='would leave 0 workers in rotation, no worker to serve'):
+    with pytest.raises(RollInputError, match='would leave 0 workers in rotation, no worker to serve') as refused:
         plan(fleet3(), gw(*URLS), RollSettings(batch='100%', canary=False))
+    # what to try comes before the URLs: the screen cuts a failure line at 240 characters (a newcomer never saw it)
+    assert 'use a smaller sglang_roll_batch' in str(refused.value)[:120]
     with pytest.raises(RollInputError, match='fewer than sglang_roll_min_in_service=3'):
         plan(fleet3(), gw(*URLS), RollSettings(batch=1, min_in_service=3))
     # one worker already out of rotation counts: removing another of three leaves one
