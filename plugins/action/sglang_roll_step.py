@@ -19,7 +19,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.llmops.sglang.plugins.action.sglang_run_report import write_rows
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    WorkerOutcome, change_drains, cleared_hosts, judge, may_go_on, report_rows, taken_out_before, worker_outcome)
+    WorkerOutcome, change_drains, cleared_hosts, event_text, judge, may_go_on, report_rows, taken_out_before, worker_outcome)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
 display = Display()
@@ -208,7 +208,8 @@ class ActionModule(ActionBase):
     def judge(outcomes, back, earlier_rows):
         action, why, take_out = judge(outcomes, back)
         for out in outcomes:
-            display.display('%s: %s (batch %d)%s' % (out.name, out.status, out.batch, ': ' + out.reason if out.reason else ''))
+            text = event_text(out)
+            display.display('%s: %s (batch %d)%s' % (out.name, out.status, out.batch, ': ' + text if text else ''))
         rows = [o.to_json() for o in outcomes]
         # carried to the next batch (and the report) as a fact of the gateway's host
         state = {'stopped': action == 'stop', 'reason': why if action == 'stop' else '', 'rows': list(earlier_rows) + rows}

@@ -568,6 +568,15 @@ def judge(outcomes: List[WorkerOutcome], back: Dict[str, Any]) -> Tuple[str, str
     return verdict[0], verdict[1], take_out
 
 
+def event_text(out: WorkerOutcome) -> str:
+    """The worker's line at the end of its batch: what is new since the change's own lines (``would deploy``, ``full
+    deploy``), which already said why it changed; the row keeps the whole reason for the table. Pure."""
+    said = out.change_detail + '; '
+    if out.status == 'rolled' and out.change_detail and out.reason.startswith(said):
+        return out.reason[len(said):]
+    return out.reason
+
+
 def taken_out_before(batch: Dict[str, Any], previous: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """The batch's removal when the previous batch's return step already took it out (its ``next_out``), else None."""
     nxt = _dict(_dict(previous).get('next_out'))

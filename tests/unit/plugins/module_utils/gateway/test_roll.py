@@ -12,7 +12,8 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._control import GatewayWorker
 from ansible_collections.llmops.sglang.plugins.module_utils.gateway._roll import (
-    Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, change_drains, cleared_hosts, fleet_from_inventory, gateway_mode, judge,
+    Preview, RollInputError, RollSettings, WorkerOutcome, batch_verdict, change_drains, cleared_hosts, event_text, fleet_from_inventory,
+    gateway_mode, judge,
     check_settings, may_go_on, plan, preview, report_rows, unchanged_outcome, worker_outcome)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._roll_table import render_roll
 
@@ -295,6 +296,21 @@ def test_judge_marks_workers_that_did_not_return_and_stops():
     action, _why, take_out = judge([unproven], {'verdict': {'done': True}, 'proofs': [
         {'worker': WORKER['url'], 'ok': False, 'reason': 'none reached it'}]})
     assert (action, take_out, unproven.reason) == ('stop', [WORKER['url']], 'did not return to rotation: none reached it; left out of rotation')
+
+
+def test_the_batch_line_of_a_rolled_worker_leaves_out_what_its_change_already_said():
+    changed = dict(result('restarted', 'ready'), reasons=['inputs changed: sglang_service_environment'])
+    out = worker_outcome(WORKER, 1, IDLE, {'node1': {'result': changed}})
+    proven = {'verdict': {'done': True}, 'waited': 0.1,
+              'proofs': [{'worker': WORKER['url'], 'ok': True, 'seconds': 0.2, 'reason': '1 request(s) through the gateway answered'}]}
+    judge([out], proven)
+    # the row keeps why it changed (the table's REASON); the line says only what is new
+    assert out.reason == 'inputs changed: sglang_service_environment; back in rotation, 1 request(s) through the gateway answered'
+    assert event_text(out) == 'back in rotation, 1 request(s) through the gateway answered'
+    # anything but a rolled worker keeps its whole reason on its line
+    stuck = worker_outcome(WORKER, 1, IDLE, {'node1': {'result': changed}})
+    judge([stuck], {'verdict': {'done': False, 'waiting': {WORKER['url']: 'not ready'}}, 'waited': 20.0, 'proofs': []})
+    assert event_text(stuck) == stuck.reason and stuck.reason.startswith('did not return to rotation')
 
 
 def recorded_results(case):
