@@ -34,7 +34,7 @@ all:
   vars:
     ansible_remote_tmp: /run/user/0/.ansible/tmp
     sglang_service_version: "0.5.9"
-    sglang_service_pip_extra_args: [--no-deps]
+    sglang_service_pip_extra_args: [--no-deps, --no-compile]
     sglang_service_wheelhouse: "%s"
     sglang_service_args: {model-path: zai-org/GLM-5-FP8, tp-size: 8}
     sglang_service_launch_command: [/usr/bin/python3, /opt/llmops-standin/sglang_standin.py, --max-seconds, "2",

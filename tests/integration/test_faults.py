@@ -48,7 +48,7 @@ PLAY = '''\
   gather_facts: true
   vars:
     sglang_service_version: "0.5.9"
-    sglang_service_pip_extra_args: [--no-deps]
+    sglang_service_pip_extra_args: [--no-deps, --no-compile]
     sglang_service_wheelhouse: {wheelhouse}
     sglang_service_args: {{model-path: zai-org/GLM-5-FP8, served-model-name: glm-5}}
     sglang_service_wait_timeout: 120
@@ -164,7 +164,7 @@ def test_a_host_lost_during_the_restart_still_has_its_row_in_the_table(node, tmp
     says unreachable and where, and a rerun once the link is back converges."""
     rows = tmp_path / 'rows.json'
     extra = {'sglang_deploy_hosts': 'all', 'nvidia_driver_enabled': False, 'sglang_report_path': str(rows),
-             'sglang_service_version': '0.5.9', 'sglang_service_pip_extra_args': ['--no-deps'],
+             'sglang_service_version': '0.5.9', 'sglang_service_pip_extra_args': ['--no-deps', '--no-compile'],
              'sglang_service_wheelhouse': node['wheelhouse'], 'sglang_service_wait_timeout': 120,
              'sglang_service_args': {'model-path': 'zai-org/GLM-5-FP8', 'served-model-name': 'glm-5'},
              'sglang_service_environment': {'LLMOPS_LINK_TEST': 'lost'},

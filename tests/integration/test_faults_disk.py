@@ -51,7 +51,7 @@ PLAY = '''\
   gather_facts: true
   vars:
     sglang_service_version: "0.5.9"
-    sglang_service_pip_extra_args: [--no-deps]
+    sglang_service_pip_extra_args: [--no-deps, --no-compile]
     sglang_service_wheelhouse: {wheelhouse}
     sglang_service_args: {{model-path: zai-org/GLM-5-FP8, served-model-name: glm-5}}
     sglang_service_wait_timeout: 120

@@ -38,7 +38,7 @@ def deploy(node, work, name, server_args, version='0.5.9', wheelhouse='wheelhous
     report = os.path.join(str(work), 'report-%s.json' % name)
     extra = {
         'sglang_deploy_hosts': 'all', 'nvidia_driver_enabled': False, 'sglang_service_version': version,
-        'sglang_service_pip_extra_args': ['--no-deps'], 'sglang_service_wheelhouse': os.path.join(str(work), wheelhouse),
+        'sglang_service_pip_extra_args': ['--no-deps', '--no-compile'], 'sglang_service_wheelhouse': os.path.join(str(work), wheelhouse),
         'sglang_service_args': server_args, 'sglang_service_wait_timeout': 60, 'sglang_service_stall_timeout': 30,
         'sglang_service_launch_command': ['/usr/bin/python3', '/opt/llmops-standin/sglang_standin.py', '--max-seconds', '2',
                                           '--recording', '/opt/llmops-standin/recordings/rocm-tp2-multimodal-ready-no-cuda-graph'],

@@ -43,7 +43,7 @@ def deploy(node, work, name, guard):
     report = os.path.join(str(work), 'report-%s.json' % name)
     extra = {
         'sglang_deploy_hosts': 'all', 'nvidia_driver_enabled': False, 'sglang_service_version': '0.5.9',
-        'sglang_service_pip_extra_args': ['--no-deps'], 'sglang_service_wheelhouse': node['wheelhouse'],
+        'sglang_service_pip_extra_args': ['--no-deps', '--no-compile'], 'sglang_service_wheelhouse': node['wheelhouse'],
         'sglang_service_args': {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8},
         'sglang_service_wait_timeout': 60, 'sglang_service_stall_timeout': 30,
         'sglang_service_launch_command': ['/usr/bin/python3', '/opt/llmops-standin/sglang_standin.py', '--max-seconds', '2',
