@@ -29,7 +29,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_steps
 from ansible_collections.llmops.sglang.plugins.plugin_utils._action_host import ActionHost
 from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_verify as verify
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs, plain
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs, likely_typos, plain
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import Server, service_result
 
@@ -123,7 +123,17 @@ class ActionModule(ActionBase):
             # read by the install step in check mode only (compared with the host's copies): every other step skips them
             wheelhouse_checksums=dict((n, checksum(os.path.join(wheelhouse, n))) for n in files)
             if self._task.check_mode and step == 'install' else {},
-            check_mode=bool(self._task.check_mode))
+            check_mode=bool(self._task.check_mode), throttle=self._throttle(),
+            group_hosts=(tuple(groups[inputs.deployment_group]) if inputs.deployment_group in groups else None)
+            if inputs.deployment_group else (),
+            group_names=tuple(g for g in groups if g not in ('all', 'ungrouped')))
+
+    def _throttle(self) -> int:
+        """The task's effective throttle (its own or inherited from its block or play); 0 when none or not a number."""
+        try:
+            return int(self._templar.template(self._task.throttle) or 0)
+        except (TypeError, ValueError):
+            return 0
 
     @staticmethod
     def _facts(task_vars: Dict[str, Any], step: str, inputs: Inputs) -> Facts:
@@ -181,6 +191,8 @@ class ActionModule(ActionBase):
         # A step reports its own change (the PLAY RECAP counts it); the role's last step reports the whole run's, so
         # the registered result says whether the run changed the host.
         result['changed'] = facts.changed if step in ALWAYS else ctx.changed
+        if step == 'plan':
+            ctx.warnings.extend(likely_typos(task_vars))
         if ctx.warnings:
             result['warnings'] = ctx.warnings
         if ctx.diffs:

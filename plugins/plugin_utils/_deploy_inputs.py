@@ -12,6 +12,7 @@ else, so a variable of the user's own that shares the prefix, or a registered re
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -173,6 +174,19 @@ class Inputs:
     @property
     def change(self) -> str:
         return self.change_name or 'new configuration'
+
+
+def likely_typos(names: Any) -> List[str]:
+    """Warnings for the variables among ``names`` that share the role's prefix, are not its inputs and are one slip away
+    from one (``sglang_service_arg``): a variable of the user's own stays theirs and changes nothing, but a misspelled
+    input would leave the role's default in its place without a word."""
+    known = set(Inputs.names()) | {'sglang_service_result'}
+    out = []
+    for name in sorted(n for n in names if isinstance(n, str) and n.startswith(PREFIX) and n not in known):
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        if near:
+            out.append('%s is not a variable of the sglang_service role and changes nothing: did you mean %s?' % (name, near[0]))
+    return out
 
 
 def typed_fields(cls: Any, names: List[str], values: Dict[str, Any]) -> Dict[str, Any]:

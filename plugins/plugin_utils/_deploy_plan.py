@@ -22,7 +22,9 @@ fact not observed yet is simply empty until that step ran.
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -54,6 +56,10 @@ class Topology:
     wheelhouse_checksums: Dict[str, str] = field(default_factory=dict)  # their sha1 (check mode only: compared, not copied)
     ansible_managed: str = ''
     check_mode: bool = False                # a dry run (--check): nothing is changed, nothing started
+    throttle: int = 0                       # the task's effective throttle (its own, its block's or its play's; 0: none)
+    # the hosts of sglang_service_deployment_group in the inventory, None when the inventory has no such group
+    group_hosts: Optional[Tuple[str, ...]] = ()  # () when not read (no check)
+    group_names: Tuple[str, ...] = ()       # the inventory's groups (for "did you mean")
 
 
 @dataclass(frozen=True)
@@ -186,7 +192,9 @@ def node_rank(inputs: Inputs, topo: Topology) -> int:
     if not is_multinode(inputs, topo):
         return 0
     explicit = topo.node_ranks.get(topo.host)
-    return int(explicit) if explicit is not None else topo.peers.index(topo.host)
+    if explicit is not None:
+        return int(explicit)
+    return topo.peers.index(topo.host) if topo.host in topo.peers else 0  # not in its group: refused (refuse_group)
 
 
 def multinode_args(inputs: Inputs, topo: Topology) -> Dict[str, object]:
@@ -312,12 +320,36 @@ def schedulable(batch: Tuple[str, ...], groups: Dict[str, Tuple[str, ...]], fork
 
 
 def refuse_forks(inputs: Inputs, topo: Topology) -> Optional[str]:
-    if not is_multinode(inputs, topo) or schedulable(topo.batch, topo.batch_groups, topo.forks):
+    """The workers a task gets are the fewer of forks and its throttle (its own, its block's or its play's)."""
+    workers = min(topo.forks, topo.throttle) if topo.throttle > 0 else topo.forks
+    if not is_multinode(inputs, topo) or schedulable(topo.batch, topo.batch_groups, workers):
         return None
     ranks = sum(len(hosts) for hosts in topo.batch_groups.values() if len(hosts) > 1)
+    if workers < topo.forks:
+        return ('throttle=%d cannot run every rank of the multi-node deployment %s at once (%d ranks of multi-node '
+                'deployments in this batch): a rank waits in its worker for the others, which would wait for a free worker. '
+                'Remove the throttle from the task, block or play that includes the role, or set it to %d or more'
+                % (workers, inputs.deployment_group, ranks, ranks))
     return ('forks=%d cannot run every rank of the multi-node deployment %s at once (%d ranks of multi-node deployments '
             'in this batch): a rank waits in its worker for the others, which would wait for a free worker. Run with '
             '-f %d or more (or forks in ansible.cfg, ANSIBLE_FORKS)' % (topo.forks, inputs.deployment_group, ranks, ranks))
+
+
+def refuse_group(inputs: Inputs, topo: Topology) -> Optional[str]:
+    """sglang_service_deployment_group names an inventory group, and this host is in it (a misspelled name would
+    otherwise start every rank as a server of its own)."""
+    group = inputs.deployment_group
+    if not group:
+        return None
+    if topo.group_hosts is None:
+        near = difflib.get_close_matches(group, topo.group_names, n=1)
+        return ('sglang_service_deployment_group=%s is not a group of the inventory%s: give the group that holds every '
+                'rank of the deployment, or leave the variable unset for a server on one host'
+                % (group, ' (did you mean %s?)' % near[0] if near else ''))
+    if topo.group_hosts and topo.host not in topo.group_hosts:
+        return ('%s is not in its sglang_service_deployment_group %s (%s): set the variable on that group\'s hosts only '
+                '(group_vars/%s.yml), not on every host of the play' % (topo.host, group, ', '.join(topo.group_hosts), group))
+    return None
 
 
 # The unit's stop bound (docs/guard.md, "Stops that do not hang"): what sglang_service_unit_extra may not loosen.
@@ -352,9 +384,29 @@ def refuse_out_of_range(inputs: Inputs, _topo: Topology) -> Optional[str]:
     return 'out of range: %s' % ', '.join(bad) if bad else None
 
 
+# what a server can listen on: an IPv4 or IPv6 address or a DNS name
+HOST_NAME = re.compile(r'^(\[?[0-9A-Fa-f:.]+\]?|[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*)$')
+
+
+def refuse_bad_listen(inputs: Inputs, topo: Topology) -> Optional[str]:
+    """The address and port the server listens on, from sglang_service_args (which wins) or sglang_service_host and
+    sglang_service_port: the probes, the smoke request and the gateway reach the server there."""
+    flags = flags_of(inputs.args)
+    bad = []
+    if 'port' in flags:
+        port = str(flags['port']).strip()
+        if isinstance(flags['port'], bool) or not port.isdigit() or not 0 < int(port) < 65536:
+            bad.append('port %r in sglang_service_args (give a port, 1-65535, or leave it out for sglang_service_port=%s)'
+                       % (flags['port'], inputs.port))
+    host, where = (flags['host'], 'in sglang_service_args') if 'host' in flags else (inputs.host, 'sglang_service_host')
+    if str(host) not in WILDCARDS and not HOST_NAME.match(str(host)):
+        bad.append('host %r %s (give an IP address or a host name the server can listen on)' % (host, where))
+    return 'cannot listen there: %s' % '; '.join(bad) if bad else None
+
+
 REFUSALS: Tuple[Callable[[Inputs, Topology], Optional[str]], ...] = (
-    refuse_bad_args, refuse_out_of_range, refuse_derived_flags, refuse_missing_ranks, refuse_split_batch, refuse_forks,
-    refuse_loose_stops)
+    refuse_bad_args, refuse_out_of_range, refuse_bad_listen, refuse_group, refuse_derived_flags, refuse_missing_ranks,
+    refuse_split_batch, refuse_forks, refuse_loose_stops)
 
 
 # ------------------------------------------------------------------------------------------------ decisions

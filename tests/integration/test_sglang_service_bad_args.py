@@ -33,7 +33,7 @@ NODE = 'svcargs-' + os.environ.get('PYTEST_XDIST_WORKER', 'gw')
 GOOD_ARGS = {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8, 'mem-fraction-static': 0.85, 'trust-remote-code': True}
 
 
-def deploy(node, work, name, server_args, version='0.5.9', wheelhouse='wheelhouse'):
+def deploy(node, work, name, server_args, version='0.5.9', wheelhouse='wheelhouse', more=None):
     """The deploy playbook with SERVER_ARGS; returns (process, rows of the report)."""
     report = os.path.join(str(work), 'report-%s.json' % name)
     extra = {
@@ -44,6 +44,7 @@ def deploy(node, work, name, server_args, version='0.5.9', wheelhouse='wheelhous
                                           '--recording', '/opt/llmops-standin/recordings/rocm-tp2-multimodal-ready-no-cuda-graph'],
         'sglang_report_path': report,
     }
+    extra.update(more or {})
     vars_file = os.path.join(str(work), 'vars-%s.json' % name)
     with open(vars_file, 'w', encoding='utf-8') as handle:
         json.dump(extra, handle)
@@ -91,6 +92,24 @@ def test_bad_server_args_fail_before_anything_is_touched(good, name, bad, reason
     assert reason in proc.stdout and 'CapturedExceptionMarker' not in proc.stdout
     assert proc.stdout.count('HOST ') == 1
     # nothing touched: same unit, same environment, the same server still running
+    assert server_state(node) == before
+    assert fh.recap_changed(proc.stdout, NODE) == 0
+
+
+@pytest.mark.parametrize('name, args, more, reason', [
+    # a reviewer's port 70000 in sglang_service_args rewrote the unit of a serving host, which then could not bind
+    ('port', dict(GOOD_ARGS, port=70000), {}, 'cannot listen there: port 70000 in sglang_service_args (give a port, 1-65535'),
+    # a misspelled group started the host as a server of its own (rc 0)
+    ('group', GOOD_ARGS, {'sglang_service_deployment_group': 'sglang_nodes'},
+     'sglang_service_deployment_group=sglang_nodes is not a group of the inventory'),
+])
+def test_where_it_listens_and_its_group_are_refused_on_a_serving_host(good, name, args, more, reason):
+    node, work, before = good
+    proc, rows = deploy(node, work, name, args, more=more)
+    assert proc.returncode != 0
+    (row,) = rows
+    assert (row['host'], row['status'], row['stage'], row['changed']) == (NODE, 'failed', 'before start', False)
+    assert row['reason'].startswith(reason), row['reason']
     assert server_state(node) == before
     assert fh.recap_changed(proc.stdout, NODE) == 0
 

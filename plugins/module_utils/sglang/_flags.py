@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
 import os
 import re
 
@@ -815,8 +816,10 @@ def _convert(text, value_type):
 
 def value_problem(flag, spec, value):
     """Why SGLang's argparse would reject ``value`` for ``flag`` (``spec`` from :func:`flag_values`), or None."""
-    if value is None or value is False or isinstance(value, dict):
-        return None  # left out, or one JSON word
+    if value is None or value is False:
+        return None  # left out
+    if isinstance(value, dict):
+        value = _json_word(value)  # one JSON word on the command line: right for a text flag, never for a number
     if value is True:
         if spec.get('nargs') in ('?', '*'):
             return None
@@ -826,7 +829,7 @@ def value_problem(flag, spec, value):
         return '%s takes one value%s, not a list' % (flag, _expected(spec))
     for word in words:
         if isinstance(word, (dict, list)):
-            continue
+            word = _json_word(word)
         try:
             if isinstance(word, bool):
                 raise ValueError(word)
@@ -837,6 +840,11 @@ def value_problem(flag, spec, value):
         if spec.get('choices') and converted not in spec['choices'] and str(word) not in [str(c) for c in spec['choices']]:
             return '%s must be one of %s, not %r (%s)' % (flag, ', '.join(str(c) for c in spec['choices']), word, spec['source'])
     return None
+
+
+def _json_word(value):
+    """A dict or list as the command line gets it (sglang_cli_args writes it as compact JSON)."""
+    return json.dumps(value, separators=(',', ':'), sort_keys=True)
 
 
 def _choices(spec):

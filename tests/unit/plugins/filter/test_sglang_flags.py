@@ -292,6 +292,16 @@ def test_bad_values_name_flag_value_and_what_it_expects(version):
         sglang_cli_args({'tp-size': 'eight'}, known_flags=parsed['flags'], flag_values=parsed['values'])
 
 
+@pytest.mark.parametrize('version', REAL)
+def test_a_dict_for_a_number_is_refused_as_the_json_word_it_would_be(version):
+    """A reviewer's tp-size {a: 1} passed --check and was written to the unit as --tp-size {"a":1}."""
+    parsed = wheel_loader_parse(version)
+    _unknown, problems = sf.check_args({'model-path': 'm', 'tp-size': {'a': 1}}, parsed)
+    assert problems == ['--tp-size expects an integer, not \'{"a":1}\' (%s)' % parsed['values']['--tp-size']['source']]
+    # a flag that takes JSON text (its own parser, not checked) still takes a dict
+    assert sf.check_args({'model-path': 'm', 'json-model-override-args': {'a': 1}}, parsed) == ([], [])
+
+
 def test_choices_read_from_the_source():
     parsed = wheel_loader_parse('0.5.9')
     spec = parsed['values']['--load-format']

@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_files import environment_text, unit_text
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import DIGESTED, Inputs, input_digests
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import DIGESTED, Inputs, input_digests, likely_typos
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import (
     Topology, plan, probe_url, schedulable)
 
@@ -140,6 +140,70 @@ def test_numbers_out_of_range_are_refused_before_anything_is_touched():
     got = plan(Inputs(wait_timeout=-5, port=70000, cache_keep=0), Topology(host='n1')).refusals
     assert got == ('out of range: sglang_service_wait_timeout=-5 (give 0 or more), sglang_service_port=70000 (give a port, 1-65535)',)
     assert plan(Inputs(wait_timeout=0, stable_for=0), Topology(host='n1')).refusals == ()
+
+
+@pytest.mark.parametrize('args, host, refusal', [
+    # a reviewer's port 70000 in sglang_service_args rewrote the unit of a serving host, which then could not bind
+    ({'port': 70000}, '0.0.0.0', "cannot listen there: port 70000 in sglang_service_args (give a port, 1-65535, or leave "
+                                 "it out for sglang_service_port=30000)"),
+    ({'--port': '8000abc'}, '0.0.0.0', "cannot listen there: port '8000abc' in sglang_service_args (give a port, 1-65535, "
+                                       "or leave it out for sglang_service_port=30000)"),
+    ({'port': True}, '0.0.0.0', "cannot listen there: port True in sglang_service_args (give a port, 1-65535, or leave it "
+                                "out for sglang_service_port=30000)"),
+    ({'host': 'not a host!'}, '0.0.0.0', "cannot listen there: host 'not a host!' in sglang_service_args (give an IP "
+                                         "address or a host name the server can listen on)"),
+    ({}, 'bad_host name', "cannot listen there: host 'bad_host name' sglang_service_host (give an IP address or a host "
+                          "name the server can listen on)"),
+])
+def test_where_the_server_listens_is_checked_whichever_variable_gives_it(args, host, refusal):
+    got = plan(Inputs(args=dict({'model-path': 'm'}, **args), host=host), Topology(host='n1'))
+    assert got.refusals == (refusal,)
+
+
+@pytest.mark.parametrize('args, host', [
+    ({'port': 8000}, '0.0.0.0'), ({'port': '8000'}, '::'), ({'host': '10.0.0.5'}, '0.0.0.0'), ({'host': '::1'}, '0.0.0.0'),
+    ({'host': 'node-1.example.net'}, '0.0.0.0'), ({}, '127.0.0.1'), ({}, '[::]'),
+])
+def test_addresses_and_ports_a_server_listens_on_pass(args, host):
+    assert plan(Inputs(args=dict({'model-path': 'm'}, **args), host=host), Topology(host='n1')).refusals == ()
+
+
+def test_a_deployment_group_the_inventory_lacks_or_a_host_outside_it_is_refused():
+    """A misspelled group started each rank as a server of its own (rc 0); a host outside its group crashed the plan."""
+    names = ('gpu_nodes', 'sglang', 'gateway')
+    typo = plan(dataclasses.replace(MN, deployment_group='gpu_node'), Topology(host='n1', group_hosts=None, group_names=names))
+    assert typo.refusals == ('sglang_service_deployment_group=gpu_node is not a group of the inventory (did you mean '
+                             'gpu_nodes?): give the group that holds every rank of the deployment, or leave the variable '
+                             'unset for a server on one host',)
+    outside = plan(MN, dataclasses.replace(topo_of(host='n3', groups={}), group_hosts=GROUP))
+    assert outside.refusals[0] == ('n3 is not in its sglang_service_deployment_group g (n1, n2): set the variable on that '
+                                   "group's hosts only (group_vars/g.yml), not on every host of the play")
+    assert outside.node_rank == 0
+    assert plan(MN, dataclasses.replace(topo_of(), group_hosts=GROUP)).refusals == ()
+    # a group of one: a server on one host, as without the variable
+    assert plan(MN, Topology(host='n1', group_hosts=('n1',))).refusals == ()
+
+
+def test_a_throttle_below_the_ranks_is_refused_naming_it():
+    """A reviewer's block with throttle: 1 around include_role: both ranks restarted, rank 0 waited 257 s for its peer."""
+    throttled = plan(MN, dataclasses.replace(topo_of(forks=5), throttle=1)).refusals
+    assert throttled == ('throttle=1 cannot run every rank of the multi-node deployment g at once (2 ranks of multi-node '
+                         'deployments in this batch): a rank waits in its worker for the others, which would wait for a '
+                         'free worker. Remove the throttle from the task, block or play that includes the role, or set it '
+                         'to 2 or more',)
+    assert plan(MN, dataclasses.replace(topo_of(forks=5), throttle=2)).refusals == ()
+    # forks is the smaller bound: the refusal names forks
+    assert plan(MN, dataclasses.replace(topo_of(forks=1), throttle=4)).refusals[0].startswith('forks=1 cannot run')
+
+
+def test_a_misspelled_input_is_named_and_a_variable_of_the_users_own_is_left_alone():
+    """A reviewer's sglang_service_arg deployed the role's default model without a word."""
+    names = ['sglang_service_arg', 'sglang_service_enviroment', 'sglang_service_site_note', 'sglang_service_args',
+             'sglang_service_result', 'sglang_service_version', 'other_var', 42]
+    assert likely_typos(names) == [
+        'sglang_service_arg is not a variable of the sglang_service role and changes nothing: did you mean sglang_service_args?',
+        'sglang_service_enviroment is not a variable of the sglang_service role and changes nothing: did you mean '
+        'sglang_service_environment?']
 
 
 @pytest.mark.parametrize('batch, groups, forks, ok', [
