@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -22,6 +23,42 @@ CGROUP_KEY = pytest.StashKey()
 def pytest_configure(config):
     del config
     materialize()
+
+
+# A test file whose module-scoped fixture boots a test host (and deploys SGLang on it) or builds a package repository
+# says so with `pytestmark = pytest.mark.xdist_group('<its name>')` (in its pytestmark list): with `-n N --dist loadgroup`
+# (tests/run-all.sh) all its tests go to one worker, so that set-up runs once instead of once per worker that got one
+# of its tests (xdist's default 'load' hands the first quarter of the tests out one by one, round robin). xdist 3.8
+# reads the mark by appending '@<group>' to each test's node id, which pytest 9.2 ignores (pytest-dev/pytest-xdist#1386):
+# the scheduler below reads each file's group from its source instead (the controller has no collected items), and
+# leaves every other test a work unit of its own, as 'load' does.
+XDIST_GROUP = re.compile(r"""pytest\.mark\.xdist_group\(\s*(?:name\s*=\s*)?['"]([^'"]+)['"]""")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue('dist') != 'loadgroup':
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # pylint: disable=import-outside-toplevel
+
+    groups = {}
+
+    def file_group(path):
+        if path not in groups:
+            try:
+                match = XDIST_GROUP.search((config.rootpath / path).read_text(encoding='utf-8'))
+            except OSError:
+                match = None
+            groups[path] = match.group(1) if match else None
+        return groups[path]
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        """'loadgroup' by each file's xdist_group mark; a test of a file without one is a work unit of its own."""
+
+        def _split_scope(self, nodeid):
+            return file_group(nodeid.split('::', 1)[0]) or nodeid
+
+    return FileGroupScheduling(config, log)
 
 
 # A unit test leaves no process behind. It runs in a cgroup of its own from the start of its set-up (before fixtures of

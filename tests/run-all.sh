@@ -21,7 +21,7 @@
 #
 # Tool state (ansible-test venvs, molecule) lives in $LLMOPS_CI_DIR/home, used as HOME for the steps.
 # Environment: LLMOPS_CI_DIR (work dir), LLMOPS_FLEET_DIR (test-host state, default $LLMOPS_CI_DIR/fleet),
-# LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_WORKERS (pytest-xdist workers, default 4: the slow tests wait on test hosts, not on the CPU),
+# LLMOPS_CI_SKIP="step step" (skip named steps), LLMOPS_PYTEST_WORKERS (pytest-xdist workers, default 3; --dist loadgroup: a file marked xdist_group runs on one worker, docs/testing.md),
 # LLMOPS_PYTEST_ARGS (extra pytest arguments).
 # Test hosts already up when it starts (e.g. a demo on a developer machine) are left running.
 
@@ -400,8 +400,10 @@ molecule_paramiko() {
 }
 
 # tests/unit ran through ansible-test (each test in its own fork, held by the per-test process check of
-# tests/conftest.py); plain pytest runs the integration tier, and only collects tests/unit to prove that the
-# collection also imports with PYTHONPATH alone (style.md: "check that once in CI").
+# tests/conftest.py); plain pytest runs the integration tier with --dist loadgroup (each file whose module-scoped
+# fixture boots a host or builds a repository runs on one worker, so that set-up runs once: tests/conftest.py), and
+# only collects tests/unit to prove that the collection also imports with PYTHONPATH alone (style.md: "check that once
+# in CI").
 PYTEST_DIRS=(tests/integration)
 [[ -d $COLL/tests/system ]] && PYTEST_DIRS+=(tests/system)
 # shellcheck disable=SC2317  # runs in a lane
@@ -411,7 +413,7 @@ pytest_plain() {
     tail -n 1 "$CI_DIR/pytest-collect.log"
     # shellcheck disable=SC2086
     PYTHONPATH=$COLL_ROOT timeout -k 30 3000 python -m pytest -p no:cacheprovider -q -rfEs \
-        --continue-on-collection-errors --durations=15 -n "${LLMOPS_PYTEST_WORKERS:-3}" ${LLMOPS_PYTEST_ARGS:-} \
+        --continue-on-collection-errors --durations=15 -n "${LLMOPS_PYTEST_WORKERS:-3}" --dist loadgroup ${LLMOPS_PYTEST_ARGS:-} \
         "${PYTEST_DIRS[@]}"
 }
 

@@ -42,6 +42,10 @@ all:
 '''
 
 
+# the file on one worker: its module-scoped set-up runs once (tests/run-all.sh: --dist loadgroup; docs/testing.md)
+pytestmark = pytest.mark.xdist_group('test_embedding')
+
+
 @pytest.fixture(scope='module')
 def embed_host(tmp_path_factory):
     work = tmp_path_factory.mktemp('embed')

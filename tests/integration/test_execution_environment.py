@@ -33,6 +33,10 @@ import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
 BUILDER = 'ansible-builder>=3.1,<4'
 
 
+# the file on one worker: its module-scoped set-up runs once (tests/run-all.sh: --dist loadgroup; docs/testing.md)
+pytestmark = pytest.mark.xdist_group('test_execution_environment')
+
+
 def _run(argv, **kw):
     return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=900, **kw)
 

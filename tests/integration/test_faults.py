@@ -39,6 +39,7 @@ POST_READY_CRASH = 'ascend-ready-then-scheduler-crash-11s-later'
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='systemd-nspawn test hosts need root'),
     pytest.mark.skipif(not shutil.which('systemd-nspawn'), reason='needs systemd-container (tests/infra/fleet.sh deps)'),
+    pytest.mark.xdist_group('test_faults'),  # the file on one worker: its module-scoped set-up runs once (docs/testing.md)
 ]
 
 PLAY = '''\

@@ -40,6 +40,7 @@ FILLER = '.llmops-filler'
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='systemd-nspawn test hosts need root'),
     pytest.mark.skipif(not shutil.which('systemd-nspawn'), reason='needs systemd-container (tests/infra/fleet.sh deps)'),
+    pytest.mark.xdist_group('test_faults_disk'),  # the file on one worker: its module-scoped set-up runs once (docs/testing.md)
 ]
 
 # The rescue keeps what failed (the role's result names the part of its step and the failed module's result) for the

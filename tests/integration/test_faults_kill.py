@@ -33,7 +33,10 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang._sm120_patch import PATCH_FILES
 
 import test_faults as tf  # pylint: disable=import-error
-from test_faults import fh, pytestmark, remote, show  # noqa: F401  pylint: disable=import-error,unused-import
+from test_faults import fh, remote, show  # noqa: F401  pylint: disable=import-error,unused-import
+
+# test_faults' skip conditions, and a group of its own: the file on one worker, its module-scoped set-up runs once
+pytestmark = [mark for mark in tf.pytestmark if mark.name != 'xdist_group'] + [pytest.mark.xdist_group('test_faults_kill')]
 
 UNIT = '/etc/systemd/system/sglang.service'
 FILES = {'unit': UNIT, 'environment': '/etc/sglang/sglang.env', 'secret environment': '/etc/sglang/sglang.secret.env',

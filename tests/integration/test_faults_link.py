@@ -37,6 +37,7 @@ RECORDING = '/opt/llmops-standin/recordings/rocm-tp2-multimodal-ready-no-cuda-gr
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='systemd-nspawn test hosts need root'),
     pytest.mark.skipif(not shutil.which('systemd-nspawn'), reason='needs systemd-container (tests/infra/fleet.sh deps)'),
+    pytest.mark.xdist_group('test_faults_link'),  # the file on one worker: its module-scoped set-up runs once (docs/testing.md)
 ]
 
 PLAY = '''\

@@ -34,6 +34,7 @@ LOCK = '/run/lock/llmops-sglang/sglang.lock'
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='systemd-nspawn test hosts need root'),
     pytest.mark.skipif(not shutil.which('systemd-nspawn'), reason='needs systemd-container (tests/infra/fleet.sh deps)'),
+    pytest.mark.xdist_group('test_host_lock_playbook'),  # the file on one worker: its module-scoped set-up runs once (docs/testing.md)
 ]
 
 

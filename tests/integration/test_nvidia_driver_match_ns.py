@@ -51,6 +51,7 @@ pytestmark = [
     pytest.mark.skipif(not shutil.which('unshare'), reason='unshare (util-linux) is not installed'),
     pytest.mark.skipif(not os.path.exists(os.path.join(COLLECTIONS, 'ansible_collections', 'llmops', 'sglang')),
                        reason='collection not found under %s (set LLMOPS_COLLECTIONS_PATH)' % COLLECTIONS),
+    pytest.mark.xdist_group('test_nvidia_driver_match_ns'),  # the file on one worker: its module-scoped set-up runs once (docs/testing.md)
 ]
 
 

@@ -52,6 +52,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='systemd-nspawn test hosts need root'),
     pytest.mark.skipif(not shutil.which('systemd-nspawn') or not shutil.which('dpkg-scanpackages'),
                        reason='needs systemd-container and dpkg-dev (run tests/infra/fleet.sh deps; apt-get install dpkg-dev)'),
+    pytest.mark.xdist_group('test_nvidia_fix_apt'),  # the file on one worker: its module-scoped set-up runs once (docs/testing.md)
 ]
 
 

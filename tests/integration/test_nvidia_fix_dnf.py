@@ -92,6 +92,7 @@ pytestmark = [
     pytest.mark.skipif(not all(shutil.which(tool) for tool in ('systemd-nspawn', 'dpkg-scanpackages', 'rpmbuild', 'createrepo_c')),
                        reason='needs systemd-container, dpkg-dev, rpm (rpmbuild) and createrepo-c '
                               '(tests/infra/fleet.sh deps; apt-get install dpkg-dev rpm createrepo-c)'),
+    pytest.mark.xdist_group('test_nvidia_fix_dnf'),  # the file on one worker: its module-scoped set-up runs once (docs/testing.md)
 ]
 
 

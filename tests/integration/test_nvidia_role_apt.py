@@ -113,6 +113,7 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason='systemd-nspawn test hosts need root'),
     pytest.mark.skipif(not all(shutil.which(tool) for tool in ('systemd-nspawn', 'dpkg-scanpackages', 'dpkg-deb', 'as', 'objcopy')),
                        reason='needs systemd-container, dpkg-dev and binutils (tests/infra/fleet.sh deps; apt-get install dpkg-dev binutils)'),
+    pytest.mark.xdist_group('test_nvidia_role_apt'),  # the file on one worker: its module-scoped set-up runs once (docs/testing.md)
 ]
 
 

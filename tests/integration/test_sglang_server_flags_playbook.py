@@ -100,6 +100,10 @@ PLAYBOOK = '''---
 '''
 
 
+# the file on one worker: its module-scoped set-up runs once (tests/run-all.sh: --dist loadgroup; docs/testing.md)
+pytestmark = pytest.mark.xdist_group('test_sglang_server_flags_playbook')
+
+
 def _run(argv, **kw):
     return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=1800, **kw)
 

@@ -33,6 +33,10 @@ NODE = 'svcargs-' + os.environ.get('PYTEST_XDIST_WORKER', 'gw')
 GOOD_ARGS = {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8, 'mem-fraction-static': 0.85, 'trust-remote-code': True}
 
 
+# the file on one worker: its module-scoped set-up runs once (tests/run-all.sh: --dist loadgroup; docs/testing.md)
+pytestmark = pytest.mark.xdist_group('test_sglang_service_bad_args')
+
+
 def deploy(node, work, name, server_args, version='0.5.9', wheelhouse='wheelhouse', more=None):
     """The deploy playbook with SERVER_ARGS; returns (process, rows of the report)."""
     report = os.path.join(str(work), 'report-%s.json' % name)
