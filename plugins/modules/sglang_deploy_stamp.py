@@ -113,6 +113,18 @@ options:
     description: Seconds to wait for the answer of O(health_url).
     type: float
     default: 5
+  restored:
+    description:
+      - With O(state=present), record the unit's new run for the deployment the record already describes, after a
+        rollback put that deployment back (its files, SGLang release and patch state) and its restart was proven
+        ready: the record keeps its inputs (O(inputs) is not used) and only its C(InvocationID) changes, so the next
+        deploy of the restored configuration finds the host current.
+      - Written only when the record is valid, every file in O(files) and SGLang are as it recorded them and O(unit)
+        is active; otherwise nothing is written and RV(current=false) with RV(reasons).
+      - O(process_argv) is not used (it describes the configuration that was rolled back).
+    type: bool
+    default: false
+    version_added: 0.3.0
   probe_paths:
     description:
       - Paths whose existence the caller wants to know, read with the rest of the host's state, for example the files
@@ -342,6 +354,7 @@ def main():
             process_environment=dict(type='dict', default={}),
             process_sglang_sources=dict(type='bool', default=True),
             probe_paths=dict(type='list', elements='path', default=[]),
+            restored=dict(type='bool', default=False),
         ),
         supports_check_mode=True,
     )
@@ -355,7 +368,7 @@ def main():
         sglang = _sglang_now(module)
         unit_state = _unit_now(module)
         invocation = (unit_state or {}).get('InvocationID') or None
-        process = _process_now(module, unit_state, sglang)
+        process = None if p['restored'] else _process_now(module, unit_state, sglang)
         result = dict(changed=False, invocation_id=invocation, sglang_version=(sglang or {}).get('version'), process=process,
                       paths_present=[path for path in p['probe_paths'] if os.path.lexists(path)])
         if p['state'] == 'query':
@@ -375,7 +388,15 @@ def main():
             module.exit_json(current=False, reasons=[_older(process)],
                              unit_changed=False, stale_process=False, recorded_at=(record or {}).get('recorded_at'), health=None, **result)
         unit = {'name': p['unit'], 'invocation': invocation} if p['unit'] else None
-        new = ds.build(_inputs(p['inputs']), p['files'], sglang, unit)
+        if p['restored']:
+            reasons = ds.restore_reasons(record, p['files'], sglang, unit_state)
+            if reasons:
+                # never record a deployment that is not the one running
+                module.exit_json(current=False, reasons=reasons, unit_changed=False, stale_process=False,
+                                 recorded_at=(record or {}).get('recorded_at'), health=None, **result)
+            new = ds.build(record['inputs'], p['files'], sglang, unit)
+        else:
+            new = ds.build(_inputs(p['inputs']), p['files'], sglang, unit)
         changed = not ds.same_record(record, new)
         if changed and not module.check_mode:
             ds.write(p['path'], new)

@@ -247,10 +247,31 @@ def step_rollback(ctx: Context) -> None:
 
 # ------------------------------------------------------------------------------------------------ finish
 
+def rollback_proven(ctx: Context) -> bool:
+    """This run rolled back and the previous configuration's restart was waited for and served (not in check mode)."""
+    facts = ctx.facts
+    return (bool(facts.rollback) and not ctx.check_mode and ctx.inputs.wait
+            and ((facts.rollback or {}).get('after') or {}).get('status') == 'ready')
+
+
+def record_restored(ctx: Context) -> None:
+    """After a proven rollback: the deployment record describes the restored configuration again with the unit's new
+    run (its InvocationID), so the next deploy of that configuration is unchanged. The module writes it only where the
+    host's files and SGLang are the recorded ones; else the next run is a full deploy, as it would be anyway. The run
+    fails for the rollback whatever this writes."""
+    args = dict(stamp_args(ctx, 'present'), restored=True)
+    for key in ('process_argv', 'process_environment', 'process_sglang_sources'):
+        args.pop(key, None)  # they describe the configuration that was rolled back
+    res = ctx.run('llmops.sglang.sglang_deploy_stamp', args, 'deployment record of the restored configuration', must=False)
+    ctx.facts.recorded = bool(res.get('current')) and not res.get('failed')
+    if not ctx.facts.recorded:
+        ctx.host.say('the deployment record was not renewed for the restored configuration (%s): the next deploy is a '
+                     'full deploy' % ('; '.join(res.get('reasons') or ()) or res.get('msg') or 'unknown'), detail=True)
+
 def step_finish(ctx: Context) -> None:
-    """Record what the host now runs after a proven start (the next run's no-change check), drop the API-key file kept
-    for a rollback, and release the host lock. Runs whatever happened before it; a record that cannot be written fails
-    the run after the lock is released."""
+    """Record what the host now runs after a proven start or a proven rollback (the next run's no-change check), drop
+    the API-key file kept for a rollback, and release the host lock. Runs whatever happened before it; a record of a
+    start that cannot be written fails the run after the lock is released."""
     facts, inputs, p = ctx.facts, ctx.inputs, ctx.plan
     record = (not facts.failure and not facts.rollback and not (facts.gate or {}).get('failed') and not ctx.check_mode
               and inputs.wait and proven(facts))
@@ -263,6 +284,8 @@ def step_finish(ctx: Context) -> None:
                 raise StepFailed('no deployment record written: %s' % '; '.join(res.get('reasons') or ()), 'finish')
         except StepFailed as err:
             failed = err
+    elif rollback_proven(ctx):
+        record_restored(ctx)
     # copies kept only in case the drain in the restart failed (sglang_service_drain without a rollback): not needed once
     # the restart ran, in one module run
     if facts.backups and not inputs.keeps_previous and facts.restart:

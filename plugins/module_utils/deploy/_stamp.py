@@ -238,6 +238,23 @@ def compare(record, inputs, files, sglang=None, unit_state=None, health=None):
     return reasons, unit_changed
 
 
+def restore_reasons(record, files, sglang, unit_state):
+    """Why ``record`` cannot be written again for the unit's new run after a rollback restored the recorded deployment
+    (its files, SGLang and patch state put back, the unit restarted and proven ready): empty when it can. The record
+    must be valid, what the host runs (its managed files, SGLang) must be what it recorded, and the unit active. Then
+    only the unit's InvocationID (and the time) of the record change: its inputs stay those of the restored deployment.
+    """
+    if record is None:
+        return ['no deployment record of the restored configuration']
+    if record.get('damaged') or record.get('format') != FORMAT:
+        return ['the deployment record of the restored configuration is damaged or of another format']
+    reasons = what_runs_reasons(record, files, sglang)
+    if unit_state is not None and unit_state.get('ActiveState', '') != 'active':
+        reasons.append('%s is %s, not active' % ((record.get('unit') or {}).get('name', 'the unit'),
+                                                unit_state.get('ActiveState', '') or 'unknown'))
+    return reasons
+
+
 def what_runs_reasons(record, files, sglang):
     """The differences in what the server process runs: its managed files and the SGLang installation (a valid record)."""
     reasons = []

@@ -269,3 +269,18 @@ def test_stale_process_sees_sglang_and_a_pending_unit_reload(files):
     # inputs alone (a role setting) do not say what the process runs
     assert ds.compare(rec, dict(INPUTS, sglang_service_args='d' * 64), files, SGLANG, RUNNING)[0]
     assert ds.stale_process(rec, files, SGLANG, RUNNING) is False
+
+
+def test_a_restored_deployment_is_recorded_again_only_as_recorded(files):
+    """After a rollback (breaker report of issue 21, finding 9): the record may take the unit's new run only where the
+    host runs what it recorded (files, SGLang) and the unit is active."""
+    rec = record(files)
+    restarted = dict(RUNNING, InvocationID='3' * 32)
+    assert ds.restore_reasons(rec, files, SGLANG, restarted) == []
+    assert ds.restore_reasons(rec, files, dict(SGLANG, version='0.5.10'), restarted) == ['SGLang 0.5.9 was replaced by 0.5.10']
+    assert ds.restore_reasons(rec, files, SGLANG, dict(restarted, ActiveState='failed')) == ['sglang.service is failed, not active']
+    assert ds.restore_reasons(None, files, SGLANG, restarted) == ['no deployment record of the restored configuration']
+    assert ds.restore_reasons({'format': None, 'damaged': {'why': 'not JSON'}}, files, SGLANG, restarted)
+    with open(files[1], 'a', encoding='utf-8') as handle:
+        handle.write('NCCL_DEBUG=INFO\n')
+    assert ds.restore_reasons(rec, files, SGLANG, restarted) == ['%s was changed on the host' % files[1]]

@@ -209,3 +209,28 @@ def test_missing_directory_fails_with_advice(capsys, tmp_path):
     assert res['failed'] is True
     assert res['msg'].startswith('Cannot write the deployment record in %s' % (tmp_path / 'no' / 'such' / 'dir'))
     assert 'Create the directory first' in res['msg']
+
+
+def test_restored_keeps_the_recorded_inputs_and_writes_only_what_was_recorded(capsys, host):
+    """state=present with restored (after a proven rollback): the record keeps the restored deployment's inputs, not
+    the ones given (the configuration that was rolled back); a host that no longer has the recorded files keeps its
+    old record. (The unit's InvocationID, what the rollback renews, needs systemd: the integration test of the
+    rollback.)"""
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']}
+    run_module(capsys, dict(args, state='present'))
+    before = json.loads(Path(host['path']).read_text())
+    rolled_back = dict(args, inputs=dict(host['inputs'], sglang_service_args='0' * 64), state='present', restored=True,
+                       process_argv=['/bin/false'])
+    res = run_module(capsys, rolled_back)
+    assert (res['current'], res['reasons'], res['process']) == (True, [], None)
+    assert json.loads(Path(host['path']).read_text())['inputs'] == before['inputs']
+    assert run_module(capsys, args)['current'] is True
+    with open(host['files'][1], 'a', encoding='utf-8') as handle:
+        handle.write('NCCL_DEBUG=TRACE\n')
+    res = run_module(capsys, rolled_back)
+    assert (res['current'], res['changed'], res['reasons']) == (False, False, ['%s was changed on the host' % host['files'][1]])
+    assert json.loads(Path(host['path']).read_text()) == before
+    Path(host['path']).unlink()
+    res = run_module(capsys, rolled_back)
+    assert (res['current'], res['reasons']) == (False, ['no deployment record of the restored configuration'])
+    assert not os.path.exists(host['path'])
