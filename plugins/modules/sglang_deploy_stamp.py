@@ -117,7 +117,7 @@ options:
     description:
       - With O(state=present), record the unit's new run for the deployment the record already describes, after a
         rollback put that deployment back (its files, SGLang release and patch state) and its restart was proven
-        ready: the record keeps its inputs (O(inputs) is not used) and only its C(InvocationID) changes, so the next
+        ready. The record keeps its inputs (O(inputs) is not used) and only its C(InvocationID) changes, so the next
         deploy of the restored configuration finds the host current.
       - Written only when the record is valid, every file in O(files) and SGLang are as it recorded them and O(unit)
         is active; otherwise nothing is written and RV(current=false) with RV(reasons).

@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Role level, through the real deploy playbook over SSH to a systemd-nspawn host: a failed start with
 sglang_service_rollback puts back every configuration file the deploy replaced or removed (the API-key file of an
-emptied key included) and removes the files it created, so the previous server starts again as it was.
+emptied key included) and removes the files it created, so the previous server starts again as it was; the next deploy
+of the restored configuration is a no-change run (changed=0), the rollback having recorded the unit's new run.
 
 Real: ansible-playbook, SSH, systemd in the host (LoadCredential= of the API-key file), SGLang 0.5.9 from the PyPI
 wheel (the role's flag check). Stand-in: the server process (tests/standin/sglang_standin.py) replaying a recorded ready
@@ -89,6 +90,19 @@ def http_status(node, key=None):
     return done.stdout.strip()
 
 
+def invocation(node):
+    """The InvocationID of the server's unit run."""
+    done = fh.ssh(node, 'systemctl show -P InvocationID sglang.service')
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def report(work, name):
+    """The rows of the deploy's report (sglang_report_path)."""
+    with open(os.path.join(str(work), 'report-%s.json' % name), encoding='utf-8') as handle:
+        return json.load(handle)
+
+
 @pytest.fixture(scope='module')
 def host(tmp_path_factory):
     work = tmp_path_factory.mktemp('rollback')
@@ -118,6 +132,17 @@ def test_rollback_restores_the_removed_api_key_file_and_removes_a_created_one(ho
     assert (http_status(node), http_status(node, 'key-one-0123')) == ('401', '200')
     # What the secret files hold never reaches the output.
     assert 'key-one-0123' not in failed.stdout + failed.stderr
+
+    # 2b. The restored configuration deployed again (the inputs of 1.): the rollback recorded it with the unit's new run,
+    # so nothing is done (breaker report of issue 21, finding 9: it was a full deploy, 'restarted since the deployment',
+    # a second wait and changed=2).
+    served = invocation(node)
+    same = deploy(node, work, 'with-key-again', READY, 'key-one-0123')
+    assert same.returncode == 0, same.stdout[-4000:]
+    assert 'restarted since the deployment' not in same.stdout, same.stdout[-4000:]
+    assert [(r['host'], r['status'], r['kind']) for r in report(work, 'with-key-again')] == [(NODE, 'ready', 'unchanged')], same.stdout[-4000:]
+    assert fh.recap_changed(same.stdout, NODE) == 0, same.stdout[-4000:]
+    assert invocation(node) == served
 
     # 3. The key emptied in a deploy that stands: the file is gone, and no copy of it is kept.
     open_server = deploy(node, work, 'no-key', READY, '')
