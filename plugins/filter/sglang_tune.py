@@ -1,11 +1,17 @@
 # Copyright (c) llmops.sglang contributors
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The tune playbook's report: which variant is best, and one table of every variant (controller side)."""
+"""The tune playbook's variants and report: what is wrong with the variants given, which variant is best, and one
+table of every variant (controller side)."""
 
 from __future__ import annotations
 
+import difflib
+
 from ansible.errors import AnsibleFilterError
+
+# The keys a variant may have (docs/tune.md); any other key would be ignored, and the variant would deploy the baseline.
+VARIANT_KEYS = ('name', 'args', 'environment', 'sm120_patch')
 
 # A variant that ran and was kept at the time it was measured; only these can be the best.
 KEPT = ('first', 'accepted')
@@ -39,6 +45,28 @@ def table(rows, best_rows):
     return ['  '.join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in cells]
 
 
+def sglang_tune_variant_problems(variants):
+    """One sentence per variant key the tune playbook does not know, naming the variant, the key and the nearest valid
+    key; an empty list when every key is known. A misspelled key (``arg``, ``enviroment``) would otherwise be ignored:
+    the variant would deploy nothing new and be measured against itself."""
+    if not isinstance(variants, list):
+        return ['sglang_tune_variants must be a list of variants, got %r.' % (variants,)]
+    problems = []
+    for index, variant in enumerate(variants):
+        if not isinstance(variant, dict):
+            problems.append('sglang_tune_variants[%d] must be a mapping with keys %s, got %r.'
+                            % (index, ', '.join(VARIANT_KEYS), variant))
+            continue
+        label = 'variant %r' % variant['name'] if variant.get('name') else 'sglang_tune_variants[%d]' % index
+        for key in variant:
+            if key in VARIANT_KEYS:
+                continue
+            near = difflib.get_close_matches(str(key), VARIANT_KEYS, n=1, cutoff=0.5)
+            problems.append('%s has the key %r, which the tune does not know%s (a variant takes %s).'
+                            % (label, key, ": did you mean '%s'?" % near[0] if near else '', ', '.join(VARIANT_KEYS)))
+    return problems
+
+
 def sglang_tune_report(rows):
     if not isinstance(rows, list) or not all(isinstance(row, dict) and 'name' in row for row in rows):
         raise AnsibleFilterError('sglang_tune_report: expected a list of variant rows (dicts with a name), got %r' % (rows,))
@@ -54,4 +82,4 @@ def sglang_tune_report(rows):
 
 class FilterModule:
     def filters(self):
-        return {'sglang_tune_report': sglang_tune_report}
+        return {'sglang_tune_report': sglang_tune_report, 'sglang_tune_variant_problems': sglang_tune_variant_problems}
