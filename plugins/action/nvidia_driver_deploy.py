@@ -88,11 +88,26 @@ class ActionModule(ActionBase):
                      loaded=(info.get('kernel_module') or {}).get('version'))
         if decided.refusals:
             raise Failed(' '.join(decided.refusals))
+        if host.check_mode and decided.package_manager == 'apt':
+            self._check_mode_needs_python_apt(host)
         host.say('NVIDIA driver %s, %s kernel modules, from %s%s; GPUs: %s; loaded module: %s'
                  % (decided.version or 'branch ' + decided.branch, decided.flavor, decided.source,
                     ' (user space only)' if inputs.userspace_only else '', ', '.join(decided.archs) or 'not detected',
                     state['loaded'] or 'none'))
         return False
+
+    @staticmethod
+    def _check_mode_needs_python_apt(host: ActionHost) -> None:
+        """ansible.builtin.apt (the Debian family's repository, headers and package-list tasks) fails in check mode
+        without python3-apt, after the role's first steps; say so before any of them, reading dpkg's database only."""
+        found = host.module('ansible.legacy.command', {'argv': ['dpkg-query', '-W', '-f=${db:Status-Abbrev}', 'python3-apt']},
+                            read_only=True)
+        if (found.get('stdout') or '').startswith('ii'):
+            return
+        raise Failed('--check of the nvidia_driver role on this Debian-family host needs python3-apt, which is not '
+                     'installed: ansible.builtin.apt cannot say what it would change without it (a run without --check '
+                     'installs it itself). Install python3-apt on the host (apt-get install python3-apt) and run --check '
+                     'again, or set nvidia_driver_manage: false to only compare the driver. Nothing was changed.', found)
 
     def _report(self, host: ActionHost) -> Dict[str, Any]:
         """The report-only comparison always runs in check mode: it never fixes anything."""

@@ -17,7 +17,9 @@ description:
   - A full file system fails the task with the path, the free and the needed bytes (RV(no_space)), and O(dest) is left
     exactly as it was. Any other failure leaves it as it was too.
   - The P(llmops.sglang.sglang_service#role) role writes its unit and environment files with it (rendered with
-    P(ansible.builtin.template#lookup)).
+    P(ansible.builtin.template#lookup)), the P(llmops.sglang.nvidia_driver#role) role its apt repository file and pin.
+  - Unlike M(ansible.builtin.copy), whose action plugin makes a temporary directory on the host even in check mode, it
+    takes the content as an argument, so with pipelining check mode writes nothing on the host.
   - For a file with secrets set O(secret=true) (and C(no_log) on the task). Its content is then never returned, not
     even in the diff, which shows C((content hidden - secret)); without it the diff of a unit file stays readable.
 options:

@@ -246,12 +246,13 @@ def repo(tmp_path_factory):
             th.down(name)
 
 
-def host(repo, letter, ubuntu=False, persist=False):
+def host(repo, letter, ubuntu=False, persist=False, name=None):
     """A fresh test host using only the hub repository; python3-apt (the apt module's need) installed from it.
 
     PERSIST: `fleet.sh up --persist` (LLMOPS_FLEET_PERSIST=1): the host keeps its files across reboots and comes back.
+    NAME: the host's name (default: from LETTER and the test's process id).
     """
-    name = '%s%s%d' % ('nvrb' if persist else 'nvapt', letter, os.getpid() % 10000)
+    name = name or '%s%s%d' % ('nvrb' if persist else 'nvapt', letter, os.getpid() % 10000)
     repo['nodes'].append(name)
     with pytest.MonkeyPatch.context() as patch:
         if persist:
@@ -469,7 +470,7 @@ def test_ubuntu_archive_open_server_exact_pin(repo):
 
 def test_cuda_repo_branch_names_no_module_loaded_reboot_pending(repo):
     """source cuda, R535 (branch in the names), proprietary by the branch rule; no module loaded -> reboot pending."""
-    node = host(repo, 'c')
+    node = host(repo, 'c', name=check_host_name(1))
     role_vars = dict(BASE, nvidia_driver_source='cuda', nvidia_driver_version=DEB_V, nvidia_driver_gpu_arch='hopper')
     result = run_role(node, role_vars, 'first')
     # Installed, then refused: the module file on disk is not loaded, and the role may not reboot.
@@ -571,3 +572,90 @@ def test_debian_nonfree_open_headers_then_reboot_pending(repo):
     assert versions == {name: DEB_R for name in ('nvidia-open-kernel-dkms', 'libcuda1', 'libnvidia-ml1', 'nvidia-smi')}
     assert {'libcuda1', 'libnvidia-ml1', 'nvidia-smi'} <= holds
     assert host_text(node, 'modinfo -F license nvidia') == 'Dual MIT/GPL'
+
+
+# --check writes nothing on the host (breaker report of issue 21, finding 3). What the ansible's SSH session itself
+# leaves (sshd's and systemd-logind's state under /run, the journal and wtmp/lastlog under /var/log) is not the role's.
+SNAPSHOT_SKIP = ('/proc', '/sys', '/dev', '/run', '/var/log')
+
+
+def check_host_name(number):
+    """LLMOPS_TEST_HOST_PREFIX (a session's own host names on a shared machine) and NUMBER, else nvchk, NUMBER, the pid."""
+    prefix = os.environ.get('LLMOPS_TEST_HOST_PREFIX')
+    return '%s%d' % (prefix, number) if prefix else 'nvchk%d%d' % (number, os.getpid() % 10000)
+
+
+def _directories(node):
+    found = th.nsenter(node, 'find / /tmp /var/tmp -xdev -type d 2>/dev/null; true')
+    return {path for path in found.stdout.split() if not path.startswith(SNAPSHOT_SKIP)}
+
+
+def mark(node):
+    """The marker the snapshot compares with, and the host's directories before (a directory's mtime changes when a
+    module's transient payload directory comes and goes in /tmp: that leaves nothing)."""
+    done = th.nsenter(node, 'touch /llmops-check-marker && sleep 1')
+    assert done.returncode == 0, done.stderr
+    node['directories'] = _directories(node)
+
+
+def written_since_mark(node):
+    """What is on the host now and was not before the marker, outside SNAPSHOT_SKIP: files (not directories) newer than
+    the marker, and directories that did not exist."""
+    found = th.nsenter(node, 'find / /tmp /var/tmp -xdev ! -type d -newer /llmops-check-marker 2>/dev/null; true')
+    paths = set(found.stdout.split()) - {'/llmops-check-marker'}
+    paths |= _directories(node) - node['directories']
+    return sorted(path for path in paths if not path.startswith(SNAPSHOT_SKIP)), found.stdout
+
+
+def run_role_check(node, role_vars):
+    """The role with --check --diff (no result file: writing one would be a write of the test); the CompletedProcess."""
+    playbook = os.path.join(node['work'], 'role-check-%s.yml' % node['name'])
+    with open(playbook, 'w', encoding='utf-8') as handle:
+        handle.write(textwrap.dedent('''\
+            - hosts: all
+              gather_facts: false
+              roles:
+                - llmops.sglang.nvidia_driver
+            '''))
+    vars_file = os.path.join(node['work'], 'vars-check-%s.json' % node['name'])
+    with open(vars_file, 'w', encoding='utf-8') as handle:
+        json.dump(role_vars, handle)
+    return th.run_playbook(node, playbook, check_mode=True, extra=['-e', '@' + vars_file])
+
+
+def test_check_mode_writes_nothing_and_says_what_the_apt_files_would_be(repo):
+    """--check of source debian with its repository file and pin on a host with python3-apt: both files reported as
+    created (with their diff), nothing written anywhere on the host (no ~/.ansible/tmp from ansible.builtin.copy)."""
+    node = host(repo, 'c', name=check_host_name(1))
+    role_vars = dict(BASE, nvidia_driver_source='debian', nvidia_driver_version=DEB_V, nvidia_driver_flavor='open',
+                     nvidia_driver_repo_manage=True)
+    mark(node)
+    proc = run_role_check(node, role_vars)
+    out = proc.stdout + proc.stderr
+    written, found = written_since_mark(node)
+    assert written == [], 'written on the host by --check: %s\n%s\n%s' % (written, found[-2000:], out[-4000:])
+    # both files reported as they would be written, in check mode
+    for task, dest in (("Enable Debian's contrib, non-free and non-free-firmware components", 'llmops-nvidia-nonfree.sources'),
+                       ('Pin every NVIDIA driver package to the version', 'llmops-nvidia-driver')):
+        section = out.split('TASK [llmops.sglang.nvidia_driver : %s]' % task)[1].split('TASK [')[0]
+        assert 'changed: [%s]' % node['name'] in section and dest in section, section
+    assert 'Pin: version %s' % DEB_V in out, out[-4000:]
+    assert host_text(node, 'ls -a /root; ls /etc/apt/preferences.d /etc/apt/sources.list.d').split().count('.ansible') == 0
+
+
+def test_check_mode_without_python3_apt_says_so_first_and_writes_nothing(repo):
+    """A fresh host without python3-apt: --check stops at the plan, before any apt task, naming python3-apt."""
+    name = check_host_name(2)
+    repo['nodes'].append(name)
+    node = th.boot(name, repo['work'])
+    assert th.ssh(node, 'dpkg-query -W python3-apt').returncode != 0
+    mark(node)
+    proc = run_role_check(node, dict(BASE, nvidia_driver_source='debian', nvidia_driver_version=DEB_V, nvidia_driver_flavor='open',
+                                     nvidia_driver_repo_manage=True))
+    out = proc.stdout + proc.stderr
+    written, found = written_since_mark(node)
+    assert written == [], 'written on the host by --check: %s\n%s\n%s' % (written, found[-2000:], out[-4000:])
+    assert proc.returncode == 2, out[-4000:]
+    assert 'needs python3-apt, which is not installed' in out and 'Nothing was changed' in out, out[-4000:]
+    assert 'ansible.builtin.apt' in out and "Enable Debian's contrib" not in out, out[-4000:]
+    assert 'python3-apt must be installed to use check mode' not in out, out[-4000:]
