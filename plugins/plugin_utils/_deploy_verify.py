@@ -268,6 +268,7 @@ def record_restored(ctx: Context) -> None:
         ctx.host.say('the deployment record was not renewed for the restored configuration (%s): the next deploy is a '
                      'full deploy' % ('; '.join(res.get('reasons') or ()) or res.get('msg') or 'unknown'), detail=True)
 
+
 def step_finish(ctx: Context) -> None:
     """Record what the host now runs after a proven start or a proven rollback (the next run's no-change check), drop
     the API-key file kept for a rollback, and release the host lock. Runs whatever happened before it; a record of a

@@ -251,7 +251,7 @@ def restore_reasons(record, files, sglang, unit_state):
     reasons = what_runs_reasons(record, files, sglang)
     if unit_state is not None and unit_state.get('ActiveState', '') != 'active':
         reasons.append('%s is %s, not active' % ((record.get('unit') or {}).get('name', 'the unit'),
-                                                unit_state.get('ActiveState', '') or 'unknown'))
+                                                 unit_state.get('ActiveState', '') or 'unknown'))
     return reasons
 
 
