@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -361,9 +362,10 @@ def sshd_host(d):
         except OSError:
             time.sleep(0.1)
     inv = d / "inventory.ini"
-    # the connection's ControlPersist masters in a directory of this host's own, closed at the end
-    control_dir = d / "cp"
-    control_dir.mkdir()
+    # the connection's ControlPersist masters in a directory of this host's own, closed at the end; a short one under
+    # /tmp: a socket path has at most 108 bytes, and ssh's temporary one under pytest's tmp_path
+    # (/tmp/pytest-of-root/pytest-140/popen-gw1/test_over_ssh_host_leaves_noth0/sshd/cp/<hash>.<16 random>) was 108
+    control_dir = Path(tempfile.mkdtemp(prefix="cp-", dir="/tmp"))
     inv.write_text(
         "node1 ansible_host=127.0.0.1 ansible_port=%d ansible_user=root ansible_connection=ssh "
         "ansible_ssh_private_key_file=%s ansible_python_interpreter=%s ansible_control_path_dir=%s "
@@ -373,6 +375,7 @@ def sshd_host(d):
         yield inv
     finally:
         _stop_sshd(d / "sshd.pid", control_dir)
+        shutil.rmtree(control_dir, ignore_errors=True)
 
 
 def _stop_sshd(pid_file, control_dir):
@@ -407,7 +410,7 @@ def test_over_ssh_host_leaves_nothing_running(tmp_path):
         proc, res, _took = run_playbook(tmp_path, {"log_path": str(log), "log_offset": 0, "timeout": 30},
                                         inventory=inventory)
         assert res["status"] == "ready", proc.stdout + proc.stderr
-        control_dir = str(tmp_path / "sshd" / "cp")
+        control_dir = inventory.read_text().split("ansible_control_path_dir=", 1)[1].split()[0]
         masters = _pids_of(control_dir)
         listener = int((tmp_path / "sshd" / "sshd.pid").read_text())
         sessions = {int(p) for p in subprocess.run(["pgrep", "-P", str(listener)], capture_output=True, text=True,

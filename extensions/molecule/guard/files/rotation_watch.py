@@ -10,8 +10,10 @@ Every sample reads, in this order: the unit (``systemctl show``: ActiveState, In
 either side of it: a worker listed while the unit was already down, or its run not answering, BEFORE the gateway read
 was in rotation while not serving; a worker out (gone or draining) while the unit was still active AFTER the gateway
 read left the rotation before the stop. (On a loaded host a sample's reads are up to a second apart: one read of the
-unit after the gateway's saw the stop begin after a gateway read that still listed the worker, CI 2026-12-03.) The watch begins once the server answers ``/health`` and ends once the worker is back
-with a new run of the unit (and a few samples after), or after ``--max-seconds``. It prints one JSON object: the samples and the findings the scenario asserts.
+unit after the gateway's saw the stop begin after a gateway read that still listed the worker, CI 2026-12-03.)
+The watch begins once the server answers ``/health`` and ends once the worker is back with a new run of the unit (and
+a few samples after), or after ``--max-seconds``. It prints one JSON object: the samples and the findings the scenario
+asserts.
 
 Standard library only (the test host's python3).
 """
