@@ -94,7 +94,23 @@ class ActionModule(ActionBase):
                  % (decided.version or 'branch ' + decided.branch, decided.flavor, decided.source,
                     ' (user space only)' if inputs.userspace_only else '', ', '.join(decided.archs) or 'not detected',
                     state['loaded'] or 'none'))
+        if host.check_mode and decided.package_manager == 'apt' and decided.headers:
+            return self._check_mode_headers(host, decided.headers, decided.headers_hint)
         return False
+
+    @staticmethod
+    def _check_mode_headers(host: ActionHost, headers, hint: str) -> bool:
+        """--check on the Debian family: the kernel headers install's dry run, here instead of the headers task (left out
+        in check mode): ansible.builtin.apt's check mode runs apt-get --simulate, which writes apt's planner log
+        (/var/log/apt/eipp.log.xz); with Dir::Log::Planner empty it writes nothing. Fails as the task would."""
+        argv = ['apt-get', '-s', 'install', '-o', 'Dir::Log::Planner=', '--no-install-recommends'] + list(headers)
+        done = host.module('ansible.legacy.command', {'argv': argv}, read_only=True)
+        if done.get('failed') or done.get('rc'):
+            why = ((done.get('stderr') or done.get('stdout') or done.get('msg') or 'apt-get failed').strip().splitlines() or [''])[-1]
+            raise Failed('%s (%s)' % (hint, why), done)
+        would = [line.split()[1] for line in (done.get('stdout') or '').splitlines() if line.startswith('Inst ')]
+        host.say('Kernel headers for the DKMS build: %s' % ('would install ' + ', '.join(would) if would else 'installed already'))
+        return bool(would)
 
     @staticmethod
     def _check_mode_needs_python_apt(host: ActionHost) -> None:

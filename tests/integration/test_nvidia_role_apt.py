@@ -73,8 +73,12 @@ import textwrap
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INFRA = os.path.join(TESTS, 'infra')
+sys.path.insert(0, TESTS)
+sys.path.insert(0, INFRA)
 import nvidia_fleet_host as th  # noqa: E402  pylint: disable=wrong-import-position
+import fs_snapshot  # noqa: E402  pylint: disable=wrong-import-position
 
 KERNEL = th.KERNEL
 
@@ -250,9 +254,11 @@ def host(repo, letter, ubuntu=False, persist=False, name=None):
     """A fresh test host using only the hub repository; python3-apt (the apt module's need) installed from it.
 
     PERSIST: `fleet.sh up --persist` (LLMOPS_FLEET_PERSIST=1): the host keeps its files across reboots and comes back.
-    NAME: the host's name (default: from LETTER and the test's process id).
+    NAME: the host's name (default: LLMOPS_TEST_HOST_PREFIX and LETTER, a session's own names on a shared machine,
+    else from LETTER and the test's process id).
     """
-    name = name or '%s%s%d' % ('nvrb' if persist else 'nvapt', letter, os.getpid() % 10000)
+    prefix = os.environ.get('LLMOPS_TEST_HOST_PREFIX')
+    name = name or (prefix + letter if prefix else '%s%s%d' % ('nvrb' if persist else 'nvapt', letter, os.getpid() % 10000))
     repo['nodes'].append(name)
     with pytest.MonkeyPatch.context() as patch:
         if persist:
@@ -574,9 +580,48 @@ def test_debian_nonfree_open_headers_then_reboot_pending(repo):
     assert host_text(node, 'modinfo -F license nvidia') == 'Dual MIT/GPL'
 
 
-# --check writes nothing on the host (breaker report of issue 21, finding 3). What the ansible's SSH session itself
-# leaves (sshd's and systemd-logind's state under /run, the journal and wtmp/lastlog under /var/log) is not the role's.
-SNAPSHOT_SKIP = ('/proc', '/sys', '/dev', '/run', '/var/log')
+# --check writes nothing on the host (breaker report of issue 21, finding 3; issue 21: the suite's one whole-file-system
+# snapshot, not a list of its own). tests/infra/fs_snapshot.yml snapshots the host before and after the role, in the same
+# ansible-playbook run over the same SSH connection: every path outside /proc, /sys, /dev and /run/user, with its type,
+# mode, owner, size and modification time. What a new SSH login leaves (logind's session records, pam_motd, the journal)
+# is the transport's and fs_snapshot.compare leaves it out; Ansible's own temporary files go to /run/user/0
+# (ansible_remote_tmp, and TMPDIR for the modules), as in tests/integration/test_embedding.py.
+SNAPSHOT_PLAY = os.path.join(INFRA, 'fs_snapshot.yml')
+CHECK_INVENTORY_VARS = 'all:\n  vars:\n    ansible_remote_tmp: /run/user/0/.ansible/tmp\n'
+CHECK_PLAYBOOK = '''\
+- name: Snapshot the file system before the dry run
+  ansible.builtin.import_playbook: %(snapshot)s
+  vars:
+    fs_snapshot_name: before
+
+- name: The role, dry run
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Run the role, keep its failure for the end
+      block:
+        - name: Install the NVIDIA driver
+          ansible.builtin.include_role:
+            name: llmops.sglang.nvidia_driver
+      rescue:
+        - name: Keep the failure
+          ansible.builtin.set_fact:
+            check_role_failure: "{{ ansible_failed_task.name }}: {{ ansible_failed_result.msg | default('failed') }}"
+
+- name: Snapshot the file system after the dry run
+  ansible.builtin.import_playbook: %(snapshot)s
+  vars:
+    fs_snapshot_name: after
+
+- name: The role's failure, if it failed
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Fail as the role did
+      ansible.builtin.fail:
+        msg: "{{ check_role_failure }}"
+      when: check_role_failure is defined
+'''
 
 
 def check_host_name(number):
@@ -585,61 +630,80 @@ def check_host_name(number):
     return '%s%d' % (prefix, number) if prefix else 'nvchk%d%d' % (number, os.getpid() % 10000)
 
 
-def _directories(node):
-    found = th.nsenter(node, 'find / /tmp /var/tmp -xdev -type d 2>/dev/null; true')
-    return {path for path in found.stdout.split() if not path.startswith(SNAPSHOT_SKIP)}
-
-
-def mark(node):
-    """The marker the snapshot compares with, and the host's directories before (a directory's mtime changes when a
-    module's transient payload directory comes and goes in /tmp: that leaves nothing)."""
-    done = th.nsenter(node, 'touch /llmops-check-marker && sleep 1')
+def temporary_files_to_run_user(node):
+    """TMPDIR=/run/user/0 for the SSH sessions that come (pam_env reads /etc/environment): the modules' temporary files
+    go to root's per-login runtime directory, which the snapshot leaves out. Written before the run's first snapshot."""
+    done = th.ssh(node, 'echo TMPDIR=/run/user/0 >> /etc/environment')
     assert done.returncode == 0, done.stderr
-    node['directories'] = _directories(node)
-
-
-def written_since_mark(node):
-    """What is on the host now and was not before the marker, outside SNAPSHOT_SKIP: files (not directories) newer than
-    the marker, and directories that did not exist."""
-    found = th.nsenter(node, 'find / /tmp /var/tmp -xdev ! -type d -newer /llmops-check-marker 2>/dev/null; true')
-    paths = set(found.stdout.split()) - {'/llmops-check-marker'}
-    paths |= _directories(node) - node['directories']
-    return sorted(path for path in paths if not path.startswith(SNAPSHOT_SKIP)), found.stdout
 
 
 def run_role_check(node, role_vars):
-    """The role with --check --diff (no result file: writing one would be a write of the test); the CompletedProcess."""
-    playbook = os.path.join(node['work'], 'role-check-%s.yml' % node['name'])
+    """The role with --check --diff between two snapshots of the host's whole file system, in one run; returns the
+    CompletedProcess and what differs between the snapshots (fs_snapshot.compare's lines, [] when nothing).
+
+    The role runs in a block: when it fails, its failure is kept, the after-snapshot is taken all the same, and the
+    last play fails with the role's message (rc 2, as the role alone would)."""
+    work = node['work']
+    playbook = os.path.join(work, 'role-check-%s.yml' % node['name'])
     with open(playbook, 'w', encoding='utf-8') as handle:
-        handle.write(textwrap.dedent('''\
-            - hosts: all
-              gather_facts: false
-              roles:
-                - llmops.sglang.nvidia_driver
-            '''))
-    vars_file = os.path.join(node['work'], 'vars-check-%s.json' % node['name'])
+        handle.write(CHECK_PLAYBOOK % {'snapshot': SNAPSHOT_PLAY})
+    vars_file = os.path.join(work, 'vars-check-%s.json' % node['name'])
     with open(vars_file, 'w', encoding='utf-8') as handle:
         json.dump(role_vars, handle)
-    return th.run_playbook(node, playbook, check_mode=True, extra=['-e', '@' + vars_file])
+    inventory = os.path.join(work, 'check-vars-%s.yml' % node['name'])
+    with open(inventory, 'w', encoding='utf-8') as handle:
+        handle.write(CHECK_INVENTORY_VARS)
+    snapshots = [os.path.join(work, '%s-%s.json' % (when, node['name'])) for when in ('before', 'after')]
+    for path in snapshots:
+        if os.path.exists(path):
+            os.unlink(path)
+    # modules log their invocation to the host's journal otherwise: Ansible's own logging, not a write of the role's
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv('ANSIBLE_NO_TARGET_SYSLOG', 'true')
+        proc = th.run_playbook(node, playbook, check_mode=True,
+                               extra=['-i', inventory, '-e', '@' + vars_file, '-e', 'fs_snapshot_dir=%s' % work])
+    assert all(os.path.exists(path) for path in snapshots), proc.stdout[-5000:] + proc.stderr[-3000:]
+    loaded = []
+    for path in snapshots:
+        with open(path, encoding='utf-8') as handle:
+            loaded.append(json.load(handle))
+    assert len(loaded[0]) > 10000, 'the snapshot lists only %d paths' % len(loaded[0])
+    return proc, fs_snapshot.compare(*loaded)
+
+
+def headers_repository(repo, node):
+    """A second flat repository with a stand-in linux-headers-KERNEL, for this host only (the shared one lacks it: the
+    missing-headers test needs that), so --check reaches the headers install's dry run."""
+    served = repo['dir'] / 'headers-check'
+    if not served.exists():
+        served.mkdir()
+        build_deb(served, 'linux-headers-%s' % KERNEL, '1', description='Header files for the running kernel (stand-in)')
+        th.flat_repo(served)
+    done = th.ssh(node, 'echo "deb [trusted=yes] %s/headers-check/ ./" > /etc/apt/sources.list.d/llmops-headers.list && apt-get update -q'
+                  % repo['server'].url)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
 
 def test_check_mode_writes_nothing_and_says_what_the_apt_files_would_be(repo):
-    """--check of source debian with its repository file and pin on a host with python3-apt: both files reported as
-    created (with their diff), nothing written anywhere on the host (no ~/.ansible/tmp from ansible.builtin.copy)."""
+    """--check of source debian with its repository file and pin on a host with python3-apt and a kernel headers package
+    to install: both files reported as created (with their diff), the headers as they would be installed, and nothing
+    written anywhere on the host (no ~/.ansible/tmp from ansible.builtin.copy, no apt planner log from a dry run)."""
     node = host(repo, 'c', name=check_host_name(1))
+    headers_repository(repo, node)
+    temporary_files_to_run_user(node)
     role_vars = dict(BASE, nvidia_driver_source='debian', nvidia_driver_version=DEB_V, nvidia_driver_flavor='open',
-                     nvidia_driver_repo_manage=True)
-    mark(node)
-    proc = run_role_check(node, role_vars)
+                     nvidia_driver_repo_manage=True, nvidia_driver_kernel_headers=True)
+    proc, written = run_role_check(node, role_vars)
     out = proc.stdout + proc.stderr
-    written, found = written_since_mark(node)
-    assert written == [], 'written on the host by --check: %s\n%s\n%s' % (written, found[-2000:], out[-4000:])
+    assert written == [], 'written on the host by --check:\n%s\n%s' % ('\n'.join(written), out[-4000:])
     # both files reported as they would be written, in check mode
     for task, dest in (("Enable Debian's contrib, non-free and non-free-firmware components", 'llmops-nvidia-nonfree.sources'),
                        ('Pin every NVIDIA driver package to the version', 'llmops-nvidia-driver')):
         section = out.split('TASK [llmops.sglang.nvidia_driver : %s]' % task)[1].split('TASK [')[0]
         assert 'changed: [%s]' % node['name'] in section and dest in section, section
     assert 'Pin: version %s' % DEB_V in out, out[-4000:]
+    # the headers install's dry run, in the plan step (ansible.builtin.apt's --simulate wrote /var/log/apt/eipp.log.xz)
+    assert 'Kernel headers for the DKMS build: would install linux-headers-%s' % KERNEL in out, out[-4000:]
     assert host_text(node, 'ls -a /root; ls /etc/apt/preferences.d /etc/apt/sources.list.d').split().count('.ansible') == 0
 
 
@@ -649,12 +713,11 @@ def test_check_mode_without_python3_apt_says_so_first_and_writes_nothing(repo):
     repo['nodes'].append(name)
     node = th.boot(name, repo['work'])
     assert th.ssh(node, 'dpkg-query -W python3-apt').returncode != 0
-    mark(node)
-    proc = run_role_check(node, dict(BASE, nvidia_driver_source='debian', nvidia_driver_version=DEB_V, nvidia_driver_flavor='open',
-                                     nvidia_driver_repo_manage=True))
+    temporary_files_to_run_user(node)
+    proc, written = run_role_check(node, dict(BASE, nvidia_driver_source='debian', nvidia_driver_version=DEB_V, nvidia_driver_flavor='open',
+                                              nvidia_driver_repo_manage=True))
     out = proc.stdout + proc.stderr
-    written, found = written_since_mark(node)
-    assert written == [], 'written on the host by --check: %s\n%s\n%s' % (written, found[-2000:], out[-4000:])
+    assert written == [], 'written on the host by --check:\n%s\n%s' % ('\n'.join(written), out[-4000:])
     assert proc.returncode == 2, out[-4000:]
     assert 'needs python3-apt, which is not installed' in out and 'Nothing was changed' in out, out[-4000:]
     assert 'ansible.builtin.apt' in out and "Enable Debian's contrib" not in out, out[-4000:]

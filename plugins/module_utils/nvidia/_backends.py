@@ -29,6 +29,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._packages imp
 APT_ENV = {'DEBIAN_FRONTEND': 'noninteractive', 'NEEDRESTART_MODE': 'l'}
 APT_INSTALL_OPTIONS = ['-y', '--no-install-recommends', '--allow-downgrades', '--allow-change-held-packages',
                        '-o', 'Dpkg::Options::=--force-confdef', '-o', 'Dpkg::Options::=--force-confold']
+# apt-get -s still writes the plan it simulates to /var/log/apt/eipp.log.xz (apt's planner log, Dir::Log::Planner);
+# an empty file name turns that log off, so the dry run (check mode) writes nothing on the host.
+APT_SIMULATE_OPTIONS = ['-o', 'Dir::Log::Planner=']
 # dnf/yum install options the fix uses: no weak dependencies (the driver's Recommends pull in X.org and more).
 DNF_INSTALL_OPTIONS = ['--setopt=install_weak_deps=False']
 
@@ -63,7 +66,7 @@ class AptBackend(PackageBackend):
         apt_get = self.host.bin('apt-get')
         if not apt_get:
             raise FixError('apt-get was not found on the host; install matching user-space packages by hand: %s' % ' '.join(pins), 'no_tool', pins)
-        argv = [apt_get, '-s', 'install'] + APT_INSTALL_OPTIONS + list(pins)
+        argv = [apt_get, '-s', 'install'] + APT_SIMULATE_OPTIONS + APT_INSTALL_OPTIONS + list(pins)
         rc, out, err = self.host.run(argv, env=APT_ENV)
         if rc != 0:
             raise FixError('apt-get could not plan the install of %s (rc=%d): %s; check that the repository that provides these '
