@@ -15,6 +15,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+# What the public result carries as the facts hold it (sglang_service_result.wait, .preflight, ...): the registered result
+# keeps it once, at its top level, and its facts name it in IN_RESULT (issue 21: after the verify step a result was about
+# 28 KB of JSON, a third of it twice, which every later task's worker and ansible-playbook itself copy and pass on).
+SHARED = ('wait', 'preflight', 'drain', 'sm120_patch', 'smoke', 'gate', 'benchmark', 'rollback', 'failure')
+IN_RESULT = '_in_result'
+
 
 @dataclass
 class Facts:
@@ -62,3 +68,28 @@ class Facts:
     def from_json(cls, data: Optional[Dict[str, Any]]) -> 'Facts':
         names = set(f.name for f in dataclasses.fields(cls))
         return cls(**dict((k, v) for k, v in (data or {}).items() if k in names))
+
+
+def pack(facts: Dict[str, Any], public: Dict[str, Any]) -> Dict[str, Any]:
+    """The facts as the role's result registers them beside PUBLIC (its public fields): what PUBLIC holds with the same
+    value is left out and named in IN_RESULT. Pure."""
+    out, shared = dict(facts), []
+    for key in SHARED:
+        if out.get(key) is not None and public.get(key) == out[key]:
+            del out[key]
+            shared.append(key)
+    if shared:
+        out[IN_RESULT] = shared
+    return out
+
+
+def unpack(result: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The facts of a registered result (pack's inverse); None when it has none. Pure."""
+    facts = result.get('facts')
+    if not isinstance(facts, dict):
+        return None
+    out = dict(facts)
+    for key in out.pop(IN_RESULT, None) or ():
+        if key in SHARED:
+            out[key] = result.get(key)
+    return out

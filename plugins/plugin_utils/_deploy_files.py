@@ -11,7 +11,7 @@ the host before it replaces the old one (llmops.sglang.sglang_config_file).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict
+from typing import Any, Dict, List
 
 import yaml
 
@@ -23,6 +23,15 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang_argv import 
 HARDENING = ('NoNewPrivileges=yes', 'PrivateTmp=yes', 'ProtectSystem=full', 'ProtectHome=read-only',
              'ProtectControlGroups=yes', 'ProtectKernelLogs=yes', 'ProtectClock=yes', 'RestrictSUIDSGID=yes',
              'RestrictRealtime=yes', 'LockPersonality=yes')
+
+
+# A unit that serves on the network starts once the network is up (the server's and the gateway's).
+NETWORK_ONLINE = ('Wants=network-online.target', 'After=network-online.target')
+
+
+def service_head(user: str, group: str, working_directory: str) -> List[str]:
+    """The [Service] section's first lines: a simple service of its own account, in its own directory."""
+    return ['', '[Service]', 'Type=simple', 'User=%s' % user, 'Group=%s' % group, 'WorkingDirectory=%s' % working_directory]
 
 
 def _header(managed: str) -> str:
@@ -53,17 +62,11 @@ def unit_text(inputs: Inputs, plan: Plan, managed: str) -> str:
         '[Unit]',
         'Description=SGLang inference server (%s)' % inputs.name,
         'Documentation=https://docs.sglang.ai/',
-        'Wants=network-online.target',
-        'After=network-online.target',
+        *NETWORK_ONLINE,
         '# Restart=on-failure below must not loop forever on a start that always fails.',
         'StartLimitIntervalSec=%s' % inputs.start_limit_interval_sec,
         'StartLimitBurst=%s' % inputs.start_limit_burst,
-        '',
-        '[Service]',
-        'Type=simple',
-        'User=%s' % inputs.user,
-        'Group=%s' % inputs.group,
-        'WorkingDirectory=%s' % inputs.working_directory,
+        *service_head(inputs.user, inputs.group, inputs.working_directory),
         'EnvironmentFile=%s' % plan.paths.env,
         'EnvironmentFile=%s' % plan.paths.secret_env,
     ]

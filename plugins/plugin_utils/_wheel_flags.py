@@ -12,10 +12,17 @@ wheelhouse, on the package index the host's pip uses: the controller downloads t
 way llmops.sglang.sglang_server_flags reads an installed release (``sglang._flags.parse_server_flags`` over the
 source files, read from the zip archive in memory), so a misspelled flag or a value the release refuses fails the dry
 run with the same message as the real one.
+
+Every host of a run checks its arguments against the same wheel: the flags are parsed once per run and wheel (about
+0.2 CPU-seconds each) and kept as JSON in the run's own temporary directory on the controller, which its forked workers
+share and ansible-playbook removes at its end; the first host's worker parses while the others wait for it and read it.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -120,10 +127,58 @@ def check_from_index(version: str, args: Dict[str, Any], pip_extra_args: Sequenc
     return (None, why) if path is None else (check_wheel(path, version, args), '')
 
 
-def check_wheel(path: str, version: str, args: Dict[str, Any]) -> Dict[str, Any]:
+# what check_args and its messages read of parse_server_flags' result (kept per run and wheel)
+PARSED_KEYS = ('flags', 'boolean_flags', 'values', 'files')
+
+
+def run_cache() -> Optional[str]:
+    """The directory of this ansible-playbook run's parsed flags: in its temporary directory on the controller
+    (DEFAULT_LOCAL_TMP, made once per run before the workers fork, removed at the run's end), or None outside a run."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            parsed = sf.parse_server_flags(wheel_sources(archive))
+        from ansible import constants as C  # pylint: disable=import-outside-toplevel
+        return os.path.join(C.DEFAULT_LOCAL_TMP, 'llmops-sglang-flags')
+    except Exception:  # pylint: disable=broad-except
+        return None
+
+
+def parse_wheel(path: str) -> Dict[str, Any]:
+    """What check_args needs of the server flags of the wheel at PATH (parse_server_flags over its sources)."""
+    with zipfile.ZipFile(path) as archive:
+        parsed = sf.parse_server_flags(wheel_sources(archive))
+    return dict((k, parsed[k]) for k in PARSED_KEYS)
+
+
+def parsed_flags(path: str, cache: Optional[str]) -> Dict[str, Any]:
+    """parse_wheel(PATH), once per wheel (its path, size and modification time) in CACHE: the first caller parses under
+    a lock while the others wait and read its JSON; without CACHE, or when it cannot be used, parsed here."""
+    if not cache:
+        return parse_wheel(path)
+    stat = os.stat(path)
+    key = hashlib.sha256(('%s\0%d\0%d' % (os.path.realpath(path), stat.st_size, stat.st_mtime_ns)).encode()).hexdigest()[:32]
+    kept = os.path.join(cache, key + '.json')
+    try:
+        os.makedirs(cache, exist_ok=True)
+        with open(kept + '.lock', 'w', encoding='utf-8') as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                with open(kept, encoding='utf-8') as f:
+                    return json.load(f)
+            except (OSError, ValueError):
+                pass
+            parsed = parse_wheel(path)
+            tmp = '%s.%d.tmp' % (kept, os.getpid())
+            with open(tmp, 'w', encoding='utf-8') as f:
+                json.dump(parsed, f)
+            os.replace(tmp, kept)
+            return parsed
+    except OSError:
+        return parse_wheel(path)
+
+
+def check_wheel(path: str, version: str, args: Dict[str, Any], cache: Optional[str] = None) -> Dict[str, Any]:
+    """Check ARGS against the flags of the wheel at PATH (parsed once per run and wheel in CACHE, by default the run's)."""
+    try:
+        parsed = parsed_flags(path, run_cache() if cache is None else cache)
     except (OSError, zipfile.BadZipFile, sf.FlagSourceError) as exc:
         raise WheelFlagsError('Could not read the server flags of SGLang %s from %s: %s' % (version, path, exc)) from None
     unknown, problems = sf.check_args(args, parsed)

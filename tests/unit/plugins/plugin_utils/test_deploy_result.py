@@ -152,3 +152,23 @@ def test_the_preflight_and_the_sm120_patch_state_are_in_the_result():
 def test_the_record_read_alone_after_a_wait_gives_its_time_of_recording_or_none(content, expected):
     """After waiting for another run's lock, the role reads the record alone (slurp), not the whole no-change query."""
     assert recorded_at(content) == expected
+
+
+@pytest.mark.parametrize('facts', [
+    Facts(**DEPLOY, wait=READY, smoke={'ok': True, 'ttft': 0.1}, preflight={'ok': True, 'summary': '8 checks'}, restart=RESTART),
+    Facts(**DEPLOY, wait=CRASH, restart=RESTART, rollback={'msg': 'rolled back', 'status': 'crashed', 'after': {'status': 'ready'}}),
+    Facts(**DEPLOY, failure={'step': 'install', 'msg': 'pip failed'}, preflight={}, wait={}),  # empty: not public, kept
+    Facts(stamp=CURRENT, unchanged=True),
+])
+def test_the_registered_result_holds_what_the_public_fields_show_once_and_the_next_step_reads_the_same_facts(facts):
+    """issue 21: the facts no longer repeat what the public result shows (a third of a 28 KB result after verify)."""
+    from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import IN_RESULT, pack, unpack  # pylint: disable=import-outside-toplevel
+    public = service_result(facts, SERVER, False).to_json()
+    packed = pack(facts.to_json(), public)
+    registered = dict(public, facts=packed, plan={}, step='verify')
+    assert Facts.from_json(unpack(json.loads(json.dumps(registered)))) == facts
+    for key in packed.get(IN_RESULT, []):
+        assert key not in packed and public[key] == getattr(facts, key) and public[key]
+    if 'wait' in packed.get(IN_RESULT, []):
+        assert len(json.dumps(registered)) < len(json.dumps(dict(public, facts=facts.to_json())))
+    assert unpack({'outcome': 'unchanged'}) is None

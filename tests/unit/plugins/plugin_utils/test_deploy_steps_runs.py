@@ -320,3 +320,22 @@ def test_a_wait_that_could_not_run_is_an_error_not_a_server_left_unwaited():
     assert (res['status'], res['msg']) == ('error', 'timeout must be 0 or more, got -5')
     ready = RecordingHost({'llmops.sglang.wait_for_sglang': {'status': 'ready', 'elapsed': 3.0}})
     assert wait(context(ready, Facts()), '')['status'] == 'ready'
+
+
+def test_the_rollback_task_takes_rank_0s_verdict_first_and_a_rank_above_0_rolls_back_with_it():
+    """One task per host fewer: the role runs judge inside its rollback step (every rank's verify, where rank 0
+    measured, is done before that task starts on any rank)."""
+    from ansible_collections.llmops.sglang.plugins.action.sglang_deploy import STEPS  # pylint: disable=import-outside-toplevel
+    regressed = {'change': 'new configuration', 'status': 'regressed', 'headline': '-30 % output tok/s', 'rolled_back': False}
+    for gate, rolls_back in ((dict(regressed, status='accepted'), False), (regressed, True)):
+        host = RecordingHost()
+        rank1 = context(host, Facts(wait={'status': 'ready'}, restart={'changed': True}),
+                        **{'sglang_service_deployment_group': 'pair', 'sglang_service_benchmark': {'num_prompts': 8}})
+        rank1.topo = Topology(host='h', peers=('r0', 'h'), play_hosts=('r0', 'h'))
+        rank1.peers = {'r0': Facts(server='sglang', gate=dict(gate))}
+        assert rank1.plan.node_rank == 1 and not rank1.plan.rollback_needed
+        for part in STEPS['rollback']:
+            part(rank1)
+        assert rank1.facts.gate['status'] == gate['status']  # rank 0's verdict, taken in the same task
+        assert bool(rank1.facts.rollback) is rolls_back
+        assert ('sglang_restart' in names(host)) is rolls_back

@@ -21,7 +21,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_steps import (
     Context, StepFailed, check_flags, check_flags_before_install)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._wheel_flags import (
-    WheelFlagsError, check_from_index, check_with_wheel, find_wheel, index_args)
+    WheelFlagsError, check_from_index, check_with_wheel, check_wheel, find_wheel, index_args)
+from ansible_collections.llmops.sglang.plugins.plugin_utils import _wheel_flags
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
@@ -68,6 +69,22 @@ def test_a_broken_wheel_is_an_error_naming_it(tmp_path):
     with pytest.raises(WheelFlagsError) as err:
         check_with_wheel(str(tmp_path), '0.5.9', GOOD)
     assert str(broken) in err.value.msg
+
+
+def test_the_hosts_of_a_run_parse_the_wheel_once_and_refuse_alike(wheelhouse, tmp_path, monkeypatch):
+    """Every host of a run checks against the same wheel: parsed once per run (its temporary directory), then read."""
+    house, version = wheelhouse
+    path, cache = find_wheel(house, version), str(tmp_path / 'run')
+    parses = []
+    parse = _wheel_flags.parse_wheel
+    monkeypatch.setattr(_wheel_flags, 'parse_wheel', lambda p: parses.append(p) or parse(p))
+    first = check_wheel(path, version, GOOD, cache=cache)
+    assert check_wheel(path, version, GOOD, cache=cache) == first and parses == [path]
+    with pytest.raises(WheelFlagsError) as err:
+        check_wheel(path, version, dict(GOOD, **{'mem-fraction-statc': 0.8, 'tp-size': 'eight'}), cache=cache)
+    assert err.value.msg.startswith('SGLang %s does not define this flag: --mem-fraction-statc' % version)
+    assert "'eight'" in err.value.msg and parses == [path]
+    assert check_wheel(path, version, GOOD, cache='') == first and parses == [path, path]  # no cache: parsed each time
 
 
 @pytest.mark.parametrize('extra, expected', [
