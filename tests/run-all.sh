@@ -10,12 +10,14 @@
 #
 # It installs the system packages it needs, creates its venvs under ${LLMOPS_CI_DIR:-/var/tmp/llmops-ci}
 # (ansible-core 2.21 on Python 3.12 = main line; ansible-core 2.20 on Python 3.12 = paramiko line),
-# copies the checkout to $LLMOPS_CI_DIR/src/ansible_collections/llmops/sglang and runs, in order:
-#   ansible-test sanity (3.12, all tests; then compile/import on every other module Python found),
-#   ansible-test units, ansible-lint, antsibull-docs lint-collection-docs, molecule test --all
-#   (OpenSSH), molecule test -s default over paramiko (ansible-core 2.20), README's demo in a fresh stock
-#   Debian 12 chroot (tests/infra/stock-debian.sh, when time allows), and LAST pytest over
-#   tests/unit tests/integration (tests/system too if present), so pytest's summary is the last line.
+# copies the checkout to $LLMOPS_CI_DIR/src/ansible_collections/llmops/sglang (and to src-static/... for the static
+# steps) and runs three lanes at once, each lane's steps in order:
+#   S: ansible-test sanity (3.12, all tests; then compile/import on every other module Python found),
+#      ansible-test units, ansible-lint, antsibull-docs lint-collection-docs;
+#   A: molecule test --all (OpenSSH), molecule test -s default over paramiko (ansible-core 2.20);
+#   B: pytest over tests/integration (tests/system too if present);
+# then, in the first of A and B to be done, README's demo in a fresh stock Debian 12 chroot
+# (tests/infra/stock-debian.sh, when time allows). Each step's output is printed when its lane is done.
 # Every step runs even if an earlier one failed; the exit code is non-zero if any failed.
 # On exit every test host, namespace, cgroup and process it started is removed (fleet.sh down --all).
 #
@@ -34,6 +36,10 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CI_DIR=${LLMOPS_CI_DIR:-/var/tmp/llmops-ci}
 COLL_ROOT=$CI_DIR/src
 COLL=$COLL_ROOT/ansible_collections/llmops/sglang
+# the static steps (sanity, units, lints) run at the same time as the test-host steps, in a copy of their own: what
+# pytest and molecule write into their copy (unpacked recordings, ansible-compat's .ansible/) cannot reach them
+STATIC_ROOT=$CI_DIR/src-static
+STATIC_COLL=$STATIC_ROOT/ansible_collections/llmops/sglang
 VENV=$CI_DIR/venv-2.21
 VENV20=$CI_DIR/venv-2.20
 # its own test-host state directory: node names, namespaces and cgroups cannot collide with a
@@ -109,9 +115,9 @@ run_step() {
     return 0
 }
 
-# Steps that wait on test hosts more than on the CPU run in LANES at the same time: each lane runs its steps one after
-# the other in the background, each step in its own cgroup with its output in $LANES/<step>.log; when every lane is
-# done, the logs are printed in step order and the results recorded as run_step records them.
+# The steps run in LANES at the same time: each lane runs its steps one after the other in the background, each step
+# in its own cgroup (in the lane's copy of the checkout, LANE_DIR, default $COLL) with its output in $LANES/<step>.log;
+# when a lane is done, its steps' logs are printed in step order and the results recorded as run_step records them.
 LANES=$CI_DIR/lanes
 # lane_step NAME CMD...: one step of a lane (in the lane's subshell); writes "RESULT|SECONDS|NOTE" to $LANES/NAME.result
 lane_step() {
@@ -122,8 +128,9 @@ lane_step() {
         return 0
     fi
     t0=$(date +%s.%N)
+    echo "+ $*" >"$LANES/$name.log"
     # shellcheck disable=SC2030  # the step's own SKIP_FILE, read by its step function in this subshell
-    (SKIP_FILE=$LANES/$name.skip; cg_enter "$name"; cd "$COLL" && "$@") >"$LANES/$name.log" 2>&1
+    (SKIP_FILE=$LANES/$name.skip; cg_enter "$name"; cd "${LANE_DIR:-$COLL}" && "$@") >>"$LANES/$name.log" 2>&1
     rc=$?
     if ((rc == SKIPPED)) && [[ -s $LANES/$name.skip ]]; then
         echo "skipped|$(elapsed "$t0")|$(head -n 1 "$LANES/$name.skip")" >"$LANES/$name.result"
@@ -177,16 +184,17 @@ fleet_cleanup() {
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    # the lanes first: a lane's subshell left running would start its next step after the cgroups below are swept
+    local pids
+    pids=$(jobs -p)
+    # shellcheck disable=SC2086  # one job pid per word
+    [[ -n $pids ]] && kill $pids 2>/dev/null
     fleet_cleanup
     # what a step left in its cgroup (named by the leftovers step when the run got that far) goes too
     if [[ -n $STEP_CGROUPS && -d $STEP_CGROUPS ]]; then
         python3 "$REPO/tests/infra/suite_check.py" kill "$CI_DIR/before.json" --cgroups "$STEP_CGROUPS" >/dev/null 2>&1
         find "$STEP_CGROUPS" -depth -type d -exec rmdir {} + 2>/dev/null
     fi
-    local pids
-    pids=$(jobs -p)
-    # shellcheck disable=SC2086  # one job pid per word
-    [[ -n $pids ]] && kill $pids 2>/dev/null
     exit "$rc"
 }
 trap cleanup EXIT
@@ -260,6 +268,10 @@ mkdir -p "$COLL"
 # ansible-test lists a collection's files with git when it is a git work tree
 (cd "$COLL" && git init -q && git add -A) || setup_fail "git init in $COLL"
 echo "$(cd "$COLL" && git ls-files | wc -l) files"
+rm -rf "$STATIC_ROOT"
+mkdir -p "$STATIC_COLL"
+cp -a "$COLL/." "$STATIC_COLL/" || setup_fail "copying $COLL to $STATIC_COLL"
+echo "the static steps' copy: $STATIC_COLL"
 
 # ansible-test's pip bootstrap script, under the name the installed ansible-test asks for
 pip_pin=$(grep -oE "pip='[0-9.]+'" "$("$VENV/bin/python" -c 'import ansible_test, os; print(os.path.dirname(ansible_test.__file__))')/_internal/python_requirements.py" | head -n 1 | cut -d"'" -f2)
@@ -286,7 +298,7 @@ for v in 3.9 3.10 3.11 3.12 3.13 3.14; do
 done
 
 # The test-host rootfs (mmdebstrap, ~20 s; cached) builds in the background while the static
-# steps run; the molecule steps wait for it.
+# steps start; the lanes that boot test hosts wait for it.
 say "setup: test-host root file system (in the background, log: $CI_DIR/rootfs.log)"
 rm -f "$CI_DIR/rootfs.rc"
 (
@@ -375,7 +387,8 @@ molecule_all() {
 
 # README's demo command on a stock Debian 12 (no pyenv, no pip, Python 3.11): a root file system built afresh with
 # mmdebstrap, the demo run in it with chroot (tests/infra/stock-debian.sh). About 3.5 min on a quiet 2-core machine,
-# 17 min under load, so it runs only when the steps before it left room for the final pytest run within CI's 90 min.
+# 17 min under load (capped at 20), so it starts only when at most STOCK_BUDGET seconds of the run were spent when the
+# first of lanes A and B is done: the run then still ends within CI's 90 min.
 STOCK_BUDGET=${LLMOPS_CI_STOCK_BUDGET:-2700}
 # shellcheck disable=SC2317  # runs through run_step
 stock_debian() {
@@ -396,7 +409,12 @@ stock_debian() {
 
 # shellcheck disable=SC2317  # runs through run_step
 molecule_paramiko() {
-    PATH="$VENV20/bin:$PATH" LLMOPS_FLEET_CONNECTION=paramiko timeout -k 30 600 "$VENV20/bin/molecule" test -s default
+    # a HOME of its own, as each molecule group has: molecule installs the collection under test into
+    # ~/.ansible/collections, where ansible-lint (lane S, the run's HOME) would find it first
+    local home=$CI_DIR/home-molecule-paramiko
+    rm -rf "$home/.ansible/collections/ansible_collections/llmops/sglang"
+    mkdir -p "$home"
+    HOME=$home PATH="$VENV20/bin:$PATH" LLMOPS_FLEET_CONNECTION=paramiko timeout -k 30 600 "$VENV20/bin/molecule" test -s default
 }
 
 # tests/unit ran through ansible-test (each test in its own fork, held by the per-test process check of
@@ -413,31 +431,56 @@ pytest_plain() {
     tail -n 1 "$CI_DIR/pytest-collect.log"
     # shellcheck disable=SC2086
     PYTHONPATH=$COLL_ROOT timeout -k 30 3000 python -m pytest -p no:cacheprovider -q -rfEs \
-        --continue-on-collection-errors --durations=15 -n "${LLMOPS_PYTEST_WORKERS:-3}" --dist loadgroup ${LLMOPS_PYTEST_ARGS:-} \
+        --continue-on-collection-errors --durations=25 -n "${LLMOPS_PYTEST_WORKERS:-3}" --dist loadgroup ${LLMOPS_PYTEST_ARGS:-} \
         "${PYTEST_DIRS[@]}"
 }
 
-run_step sanity ansible-test sanity --venv --python "$PYV"
-if ((${#OTHER_PYTHONS[@]})); then
-    run_step "sanity-py$(IFS=,; echo "${OTHER_PYTHONS[*]}")" sanity_other_pythons
-fi
-# the units run offline: the SGLang releases they read come from this cache (HOME/.cache/llmops-sglang)
+# the units run offline: the SGLang releases they read come from this cache (HOME/.cache/llmops-sglang); the
+# integration tests read it too
 run_step wheels "$VENV/bin/python" tests/sglang_wheels.py
-run_step units ansible-test units --venv --python "$PYV"
-run_step ansible-lint ansible-lint
-run_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .
-wait_rootfs
-# The host-bound steps run in two lanes at once (they mostly wait on test hosts): molecule's scenarios (two at a
-# time) then its paramiko run; pytest's integration tier then the stock Debian demo. Time: about the longer lane,
-# not the sum.
+# Three lanes at once, each step in its own cgroup with its output in $LANES/<step>.log, printed (and recorded) when its
+# lane is done: the static steps (sanity, the lints: mostly one core's work, in their own copy of the checkout) as
+# lane S, from the start; the host-bound steps (they mostly wait on test hosts) as lane A, molecule's scenarios (two at
+# a time) then its paramiko run, and lane B, pytest's integration tier, both once the units are done. The stock Debian
+# demo starts as soon as lane A or B is done. Time: about the units plus the longest lane, not the sum; the machine's
+# two cores work from the start.
 rm -rf "$LANES"
 mkdir -p "$LANES"
-say "lanes: molecule, molecule-paramiko | pytest, stock-debian (at the same time; each step's output follows when both are done)"
-(lane_step molecule molecule_all; lane_step molecule-paramiko molecule_paramiko) &
+STATIC_STEPS=(sanity)
+((${#OTHER_PYTHONS[@]})) && STATIC_STEPS+=("sanity-py$(IFS=,; echo "${OTHER_PYTHONS[*]}")")
+STATIC_STEPS+=(ansible-lint antsibull-docs)
+say "lanes: ${STATIC_STEPS[*]} | units, then: molecule, molecule-paramiko | pytest; then stock-debian (at the same time; each lane step's output follows when its lane is done)"
+(
+    export ANSIBLE_COLLECTIONS_PATH=$STATIC_ROOT
+    LANE_DIR=$STATIC_COLL
+    lane_step sanity ansible-test sanity --venv --python "$PYV"
+    ((${#OTHER_PYTHONS[@]})) && lane_step "${STATIC_STEPS[1]}" sanity_other_pythons
+    lane_step ansible-lint ansible-lint
+    lane_step antsibull-docs antsibull-docs lint-collection-docs --plugin-docs .
+) &
+LANE_S=$!
+# The units beside lane S and before the test hosts load the machine: some hold timings of real servers and processes
+# (a drain that sees a server busy for 0.4 s failed at load 11-20 when they ran beside the test-host lanes).
+run_step units ansible-test units --venv --python "$PYV"
+# the test hosts boot from the root file system (built in the background since the set-up)
+wait_rootfs
+(lane_step molecule molecule_all; lane_step molecule-paramiko molecule_paramiko; : >"$LANES/lane-a.done") &
 LANE_A=$!
-(lane_step pytest pytest_plain; lane_step stock-debian stock_debian) &
+(lane_step pytest pytest_plain; : >"$LANES/lane-b.done") &
 LANE_B=$!
-wait "$LANE_A" "$LANE_B"
+# stock-debian takes the first of lanes A and B that is done (its time budget counts from the start of the run); a lane
+# killed before its marker counts as done, so this lane never waits for ever
+(
+    until [[ -e $LANES/lane-a.done || -e $LANES/lane-b.done ]] || ! kill -0 "$LANE_A" 2>/dev/null \
+        || ! kill -0 "$LANE_B" 2>/dev/null; do
+        sleep 2
+    done
+    lane_step stock-debian stock_debian
+) &
+LANE_C=$!
+wait "$LANE_S"
+for step in "${STATIC_STEPS[@]}"; do lane_record "$step"; done
+wait "$LANE_A" "$LANE_B" "$LANE_C"
 for step in molecule molecule-paramiko pytest stock-debian; do lane_record "$step"; done
 # pytest's own count goes into the summary beside its step
 for i in "${!STEP_NAMES[@]}"; do

@@ -56,17 +56,28 @@ _SLEEP_SYSCALLS = {"x86_64": ("230", "35"), "aarch64": ("115", "101")}.get(platf
 
 def module_pids(marker):
     """Pids of python processes running this test's wait_for_sglang module (marker: a path only this test's module
-    command line holds, e.g. its remote tmp dir or its argument file's directory)."""
+    command line holds, e.g. its remote tmp dir or its argument file's directory).
+
+    It reads every process's command line, so it is what the watchers below cost: os.open/os.read and a byte search
+    before any split (half the CPU of a file object per process; the live replays scan /proc thousands of times)."""
     marker = str(marker).encode()
     pids = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                argv = f.read().split(b"\0")
+            fd = os.open("/proc/%s/cmdline" % pid, os.O_RDONLY)
         except OSError:
             continue
+        try:
+            data = os.read(fd, 1 << 20)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        if marker not in data or b"wait_for_sglang" not in data:
+            continue
+        argv = data.split(b"\0")
         line = b" ".join(argv[1:])
         if len(argv) > 1 and not argv[0].endswith(b"sh") and b"wait_for_sglang" in line and marker in line:
             pids.append(int(pid))
@@ -81,24 +92,30 @@ def _sleeping(pid):
         return False
 
 
-def module_following(marker, timeout=120.0, gone=None):
+def module_following(marker, timeout=120.0, gone=None, poll=0.1):
     """Wait until this test's module process is in its wait loop (sleeping between looks at the log); False after
-    `timeout` or as soon as gone() says the command running the module has ended."""
+    `timeout` or as soon as gone() says the command running the module has ended. Each look scans /proc
+    (module_pids): every `poll` seconds, so the writer a test starts then begins at most that much later."""
     t_end = time.monotonic() + timeout
     while time.monotonic() < t_end and not (gone is not None and gone()):
         pids = module_pids(marker)
         if pids and (not _SLEEP_SYSCALLS or any(_sleeping(p) for p in pids)):
             return True
-        time.sleep(0.02)
+        time.sleep(poll)
     return False
 
 
 class ModuleWatch:
     """Polls for this test's module processes; ``last_seen`` is the monotonic time a module process was last seen
-    alive, so after the task ended it is the time of the decision (to within one poll)."""
+    alive, so after the task ended it is the time of the decision (to within one poll).
 
-    def __init__(self, marker, poll=0.01):
-        self.marker, self.poll = marker, poll
+    A known process is looked at every ``poll`` seconds (one stat of /proc/PID). Without one (between the action's
+    rounds, and after the last until the play ends) it scans /proc for the next every ``search_poll`` seconds: a round's
+    module process lives far longer than that (Python's start, the module's imports, a look at the log), so none is
+    missed, and its last sight, which is what last_seen keeps, is still taken every ``poll``."""
+
+    def __init__(self, marker, poll=0.01, search_poll=0.05):
+        self.marker, self.poll, self.search_poll = marker, poll, search_poll
         self.known = None
         self.last_seen = None
 
@@ -115,4 +132,4 @@ class ModuleWatch:
         """Poll until done() is true."""
         while not done():
             self.tick()
-            time.sleep(self.poll)
+            time.sleep(self.poll if self.known is not None else self.search_poll)
