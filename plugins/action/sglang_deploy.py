@@ -28,8 +28,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_guard
 from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_steps as steps
 from ansible_collections.llmops.sglang.plugins.plugin_utils._action_host import ActionHost
 from ansible_collections.llmops.sglang.plugins.plugin_utils import _deploy_verify as verify
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs, likely_typos, plain
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts, pack, unpack
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import Inputs, input_problems, likely_typos, plain, role_options
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import Topology
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result import Server, service_result
 
@@ -51,15 +51,25 @@ def _gate_unchanged(multinode: bool) -> Callable[[steps.Context], None]:
     return gate
 
 
+def _guard_unchanged(multinode: bool) -> Callable[[steps.Context], None]:
+    """The guard kept current on the no-change path in the step that decides it: the plan step for a single host (the
+    role ends after it, meta end_role), the ranks step for a multi-node deployment."""
+    def keep(ctx: steps.Context) -> None:
+        if ctx.plan.multinode == multinode:
+            guard.guard_unchanged(ctx)
+    return keep
+
+
 STEPS: Dict[str, Tuple[Callable[[steps.Context], None], ...]] = {
-    'plan': (steps.step_plan, _gate_unchanged(False)),
-    'ranks': (steps.step_ranks, _gate_unchanged(True), guard.guard_unchanged),
+    'plan': (steps.step_plan, _gate_unchanged(False), _guard_unchanged(False)),
+    'ranks': (steps.step_ranks, _gate_unchanged(True), _guard_unchanged(True)),
     'install': (steps.step_install,),
     'configure': (steps.step_configure,),
     'restart': (steps.step_restart,),
     'verify': (verify.step_verify,),
+    # the role runs judge inside rollback (one task per host fewer: the verify step is the ranks' barrier before both)
     'judge': (verify.step_judge,),
-    'rollback': (verify.step_rollback,),
+    'rollback': (verify.step_judge, verify.step_rollback),
     'finish': (verify.step_finish, guard.guard_after_deploy),
     'preflight': (steps.step_preflight,),
 }
@@ -78,7 +88,7 @@ class ActionModule(ActionBase):
     _supports_async = False
 
     def _values(self, task_vars: Dict[str, Any]) -> Dict[str, Any]:
-        """The role's inputs, templated once for this step."""
+        """The role's inputs (every documented variable of the role), templated once for this step."""
         out = {}
         for name in Inputs.names() + ['ansible_play_name']:
             if name in task_vars:
@@ -141,7 +151,7 @@ class ActionModule(ActionBase):
         if step == 'plan':
             return Facts(server=inputs.name)
         earlier = task_vars.get(RESULT)
-        return Facts.from_json(plain((earlier or {}).get('facts')) if isinstance(earlier, dict) else None)
+        return Facts.from_json(plain(unpack(earlier)) if isinstance(earlier, dict) else None)
 
     def _peers(self, task_vars: Dict[str, Any], topo: Topology, inputs: Inputs) -> Dict[str, Facts]:
         """The other ranks' facts of this server, as their last step left them."""
@@ -151,7 +161,7 @@ class ActionModule(ActionBase):
             if peer == topo.host or peer not in topo.play_hosts:
                 continue
             result = self._hostvar(hostvars, peer, RESULT)
-            facts = Facts.from_json((result or {}).get('facts')) if isinstance(result, dict) else None
+            facts = Facts.from_json(unpack(result)) if isinstance(result, dict) else None
             if facts is not None and facts.server == inputs.name:
                 out[peer] = facts
         return out
@@ -162,12 +172,22 @@ class ActionModule(ActionBase):
         _spec, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         step = args['step']
         values = self._values(task_vars)
-        inputs = Inputs.from_vars(values)
+        # the plan step checks the role's variables as its argument validation would, before anything reads them
+        problems = input_problems(role_options(), values) if step == 'plan' else []
+        try:
+            inputs = Inputs.from_vars({} if problems else values)
+        except (TypeError, ValueError):  # refused by the plan step, which recorded why: this step does nothing
+            inputs = Inputs()
         topo = self._topology(task_vars, inputs, step)
         facts = self._facts(task_vars, step, inputs)
         host = ActionHost(self, task_vars, topo.host)
         ctx = steps.Context(inputs=inputs, values=values, topo=topo, facts=facts, peers=self._peers(task_vars, topo, inputs), host=host,
                             preview=args['preview'])
+        if problems:
+            facts.failure = steps.StepFailed(
+                'the sglang_service role\'s variables are not valid: %s; %s.service was not touched: set them as '
+                'roles/sglang_service/meta/argument_specs.yml documents (ansible-doc -t role llmops.sglang.sglang_service)'
+                % ('; '.join(problems), values.get('sglang_service_name') or inputs.name), 'role variables').to_json(step)
         try:
             if not facts.failure or step in ALWAYS:
                 for part in STEPS[step]:
@@ -186,8 +206,10 @@ class ActionModule(ActionBase):
         facts.changed = facts.changed or ctx.changed
         plan = ctx.plan
         public = service_result(facts, Server(inputs.name, plan.url, plan.node_rank, plan.deployment), host.check_mode)
-        result.update(public.to_json())
-        result.update(facts=facts.to_json(), plan=plan.to_json(), step=step)
+        shown = public.to_json()
+        result.update(shown)
+        # what the public fields already hold is registered once (they are read back from there)
+        result.update(facts=pack(facts.to_json(), shown), plan=plan.to_json(), step=step)
         # A step reports its own change (the PLAY RECAP counts it); the role's last step reports the whole run's, so
         # the registered result says whether the run changed the host.
         result['changed'] = facts.changed if step in ALWAYS else ctx.changed

@@ -112,6 +112,7 @@ class CallbackModule(DefaultCallback):
         super().__init__()
         self._screen = self._display
         self._failures = Failures()
+        self._started = None  # the task whose header was printed last
 
     # ---- plumbing
     def _brief(self):
@@ -148,6 +149,10 @@ class CallbackModule(DefaultCallback):
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         self._flush_failures()
+        # ansible-core starts a meta task (end_role, end_host) once per host: one header for it, as for any task
+        if getattr(task, '_uuid', None) is not None and task._uuid == self._started:
+            return
+        self._started = getattr(task, '_uuid', None)
         self.quietly(super().v2_playbook_on_task_start, task, is_conditional)
 
     def v2_playbook_on_handler_task_start(self, task):

@@ -26,7 +26,9 @@ options:
       - The step of the role to run on this host, in the role's order (C(tasks/plan.yml), C(tasks/deploy.yml)).
       - V(plan) refuses bad input before anything is touched and runs the no-change check; V(ranks) compares it with the
         other ranks of a multi-node deployment; V(preflight), V(install), V(configure), V(restart), V(verify),
-        V(judge), V(rollback) and V(finish) are the full deploy's steps (V(finish) runs after a failure too).
+        V(rollback) and V(finish) are the full deploy's steps (V(finish) runs after a failure too).
+      - V(rollback) takes rank 0's benchmark verdict on the other ranks first, which is all V(judge) does (the role
+        no longer runs V(judge) on its own).
     type: str
     required: true
     choices: [plan, ranks, install, configure, restart, verify, judge, rollback, finish, preflight]

@@ -15,8 +15,12 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 PREFIX = 'sglang_service_'
 
@@ -38,6 +42,10 @@ DIGESTED = (
     'sglang_sm120_patch_sites', 'sglang_sm120_patch_glm5_only', 'sglang_sm120_patch_backup',
 )
 NOT_SET = '(not set)'
+# The role's documented variables: what ansible-core's role argument validation checks, and what the plan step checks
+# (llmops.sglang.deploy includes the role with rolespec_validate false: one task fewer per host and run).
+ARGUMENT_SPECS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                              'roles', 'sglang_service', 'meta', 'argument_specs.yml')
 
 
 def plain(value: Any) -> Any:
@@ -174,6 +182,20 @@ class Inputs:
     @property
     def change(self) -> str:
         return self.change_name or 'new configuration'
+
+
+def role_options(path: str = ARGUMENT_SPECS) -> Dict[str, Any]:
+    """The options of the role's entry point ``main`` (meta/argument_specs.yml), as an argument spec."""
+    with open(path, 'rb') as spec:
+        data = yaml.load(spec, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
+    return data['argument_specs']['main']['options']
+
+
+def input_problems(options: Dict[str, Any], values: Dict[str, Any]) -> List[str]:
+    """What the role's argument validation says of ``values`` (variable name -> templated value, the defined ones):
+    one message per wrong type, choice or missing element, as ansible-core's role validation words it. Pure."""
+    given = dict((name, plain(values[name])) for name in options if name in values)
+    return list(ArgumentSpecValidator(options).validate(given).error_messages)
 
 
 def likely_typos(names: Any) -> List[str]:

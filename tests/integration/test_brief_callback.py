@@ -51,6 +51,9 @@ PLAYBOOK = '''\
       ansible.builtin.fail:
         msg: ignored
       ignore_errors: true
+    - name: A meta task, decided per host on the controller
+      ansible.builtin.meta: end_host
+      when: false
     - name: A table, once
       ansible.builtin.debug:
         msg: "HOST  STATUS\\nh1    ready\\nh2    crashed"
@@ -132,6 +135,9 @@ def test_the_log_keeps_what_the_default_callback_prints(probe):
                      'fatal: [h1]: FAILED!', 'crashed at stage cuda_graph: cuda_oom', '...ignoring', 'skipping: [h1]',
                      'included: ', 'PLAY RECAP'):
         assert expected in text, expected
+    # one header per task, also for a meta task (ansible-core starts it once per host)
+    assert text.count('TASK [A meta task, decided per host on the controller]') == 1
+    assert text.count('TASK [A task that changes something]') == 1
     # what went to the screen only (the brief lines) is not logged twice
     assert text.count('restarting sglang.service') == 2  # the two debug results, as the default callback shows them
 

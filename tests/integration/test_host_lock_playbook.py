@@ -101,12 +101,15 @@ def held_by(node):
     return json.loads(done.stdout) if done.stdout.strip() else None
 
 
-def wait_until_held(node, tag, seconds=120):
+def wait_until_held(node, tag, seconds=120, proc=None):
+    """The lock record once TAG's play holds it; fails early, with the play's output, when the play ended first."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         record = held_by(node)
         if record and record['holder']['play'] == tag:
             return record
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError('%s ended (rc=%s) before the lock was seen held:\n%s' % (tag, proc.returncode, proc.communicate()[0][-3000:]))
         time.sleep(0.3)
     raise AssertionError('%s never took the lock' % tag)
 
@@ -117,10 +120,11 @@ def result(out):
 
 
 def test_second_controller_waits_for_the_first(node):
-    first_path, first_out = playbook(node, 'first', hold_seconds=8)
+    # held 30 s: on a machine at load 9 (CI) each look at the lock over SSH can take seconds, and an 8 s hold was missed
+    first_path, first_out = playbook(node, 'first', hold_seconds=30)
     second_path, second_out = playbook(node, 'second', hold_seconds=0)
     first = start(node, first_path)
-    record = wait_until_held(node, 'first')
+    record = wait_until_held(node, 'first', proc=first)
     second = start(node, second_path)
     second_log = second.communicate(timeout=300)[0]
     first_log = first.communicate(timeout=300)[0]
@@ -140,7 +144,7 @@ def test_killed_controller_does_not_block_its_rerun(node):
     killed_path, dummy = playbook(node, 'killed', hold_seconds=600)
     rerun_path, rerun_out = playbook(node, 'rerun', hold_seconds=0, timeout=60)
     killed = start(node, killed_path)
-    record = wait_until_held(node, 'killed')
+    record = wait_until_held(node, 'killed', proc=killed)
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait(timeout=30)
     assert held_by(node)['token'] == record['token']          # the killed run could not release it

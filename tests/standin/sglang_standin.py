@@ -869,11 +869,13 @@ def run(args, recording, state, entry, outcome, signature, serving):  # pylint: 
     def became_ready() -> None:
         if serving:
             return
+        # the drain's handler first: a SIGTERM that follows the first 200 of /health must find it (it came between
+        # the two once, at low load: the process exited and /health never answered 503)
+        serving['state'] = state
+        threading.Thread(target=sigterm_watchdog, args=(state,), daemon=True).start()
         state.ready = True
         fill_caches()
         state.faults.ready()
-        serving['state'] = state
-        threading.Thread(target=sigterm_watchdog, args=(state,), daemon=True).start()
 
     segments = split_segments(recording.data)
     offsets = schedule(segments, max(0.0, args.max_seconds), args.time_scale)

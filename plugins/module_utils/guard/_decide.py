@@ -113,23 +113,30 @@ GAVE_UP = 'Start request repeated too quickly'
 EXITED = 'Main process exited'
 
 
-def _last_exit(journal):
-    """'; last exit: code=exited, status=1/FAILURE' from systemd's journal line of the last exit, or ''."""
+def last_exit(journal):
+    """'code=exited, status=1/FAILURE' from systemd's journal line of the last exit among ``journal``, or ''."""
     lines = [line for line in journal if EXITED in line]
-    return '; last exit: %s' % lines[-1].split(EXITED, 1)[1].strip(' ,.') if lines else ''
+    return lines[-1].split(EXITED, 1)[1].strip(' ,.') if lines else ''
+
+
+def _last_exit(journal, state):
+    """'; last exit: ...' from this round's journal lines, else the one an earlier round read (the journal is read from
+    a cursor: the exit that ended the third crash can be in the round before the one that counts the restart)."""
+    said = last_exit(journal) or state.last_exit
+    return '; last exit: %s' % said if said else ''
 
 
 def crash_loop(obs, state, params, now):
     gave_up = obs.result == 'start-limit-hit' or any(GAVE_UP in line for line in obs.journal)
     if gave_up and not obs.active:
         return Decision('crash_loop', 'stop', 'systemd gave up restarting it (%s: StartLimitBurst reached)%s'
-                        % (GAVE_UP.lower(), _last_exit(obs.journal)))
+                        % (GAVE_UP.lower(), _last_exit(obs.journal, state)))
     restarts = _window(state.restarts, now, params.crash_window)
     if obs.nrestarts is not None and state.nrestarts is not None and obs.nrestarts > state.nrestarts:
         restarts = restarts + [now] * (obs.nrestarts - state.nrestarts)
     if len(restarts) >= params.crash_restarts:
         return Decision('crash_loop', 'stop', 'systemd restarted it %d times within %ds%s'
-                        % (len(restarts), params.crash_window, _last_exit(obs.journal)))
+                        % (len(restarts), params.crash_window, _last_exit(obs.journal, state)))
     return None
 
 

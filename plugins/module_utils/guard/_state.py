@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from ansible_collections.llmops.sglang.plugins.module_utils.guard._decide import last_exit
 from ansible_collections.llmops.sglang.plugins.module_utils.host._atomic_write import write_atomic
 from ansible_collections.llmops.sglang.plugins.module_utils.host._state_file import read_state, typed
 
@@ -56,6 +57,7 @@ class GuardState:
     guard_restarts: List[float] = field(default_factory=list)
     seen_lines: List[str] = field(default_factory=list)
     journal_cursor: str = ''
+    last_exit: str = ''                     # systemd's last "Main process exited" of the server, as its journal said
     held: str = ''
     held_invocation: str = ''
     out_of_rotation: bool = False
@@ -106,7 +108,7 @@ def advance(state, obs, decision, now, windows):
         if new.nrestarts is not None and obs.nrestarts > new.nrestarts:
             new.restarts.extend([now] * (obs.nrestarts - new.nrestarts))
         elif new.nrestarts is not None and obs.nrestarts < new.nrestarts:
-            new.restarts = []  # a deliberate start (a deploy) reset the count: earlier crashes are another story
+            new.restarts, new.last_exit = [], ''  # a deliberate start (a deploy) reset the count: earlier crashes are another story
         new.nrestarts = obs.nrestarts
     new.restarts = in_window(new.restarts, now, max(windows))
     new.guard_restarts = in_window(new.guard_restarts, now, max(windows))
@@ -120,6 +122,7 @@ def advance(state, obs, decision, now, windows):
         new.held, new.held_invocation = '', ''  # someone (a deploy) started it again: the guard watches it again
     new.seen_lines = (new.seen_lines + [key for key in obs.line_keys if key not in set(new.seen_lines)])[-SEEN_KEEP:]
     new.journal_cursor = obs.journal_cursor or new.journal_cursor
+    new.last_exit = last_exit(obs.journal) or new.last_exit
     new.rounds += 1
     new.last_round = now
     new.last_kind = decision.kind

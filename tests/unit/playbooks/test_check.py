@@ -98,8 +98,9 @@ def test_the_check_reports_the_patches_only_where_the_inventory_manages_them_and
 
 def test_check_playbook_ends_with_the_report_and_fails_from_its_rows():
     tasks = DataLoader().load_from_file(str(PLAYBOOK))[0]['tasks']
-    report, fail = tasks[-2], tasks[-1]
+    report, end, fail = tasks[-3:]
     assert report['llmops.sglang.sglang_run_report']['kind'] == 'check' and report['run_once'] is True
+    assert end['ansible.builtin.meta'] == 'end_host' and end['when'] == 'inventory_hostname not in sglang_run_report.failed_hosts'
     assert fail['when'] == 'inventory_hostname in sglang_run_report.failed_hosts'
     # nothing else prints per host: the table is the summary
     assert not any('ansible.builtin.debug' in t for t in tasks)
@@ -110,7 +111,10 @@ def test_last_task_fails_the_hosts_without_repeating_their_reason(name):
     """What failed was printed where it happened and the table gives each host's reason: the last task only makes the
     recap and the exit code count the host, with words shared by every host (ansible-core prints them once)."""
     tasks = DataLoader().load_from_file(str(PLAYBOOK.parent / name))[0]['tasks']
-    fail = tasks[-1]
+    end, fail = tasks[-2:]
+    # the hosts that pass end before it, decided on the controller: a skipped task would fork a worker per host
+    assert end == {'name': 'End the play for the hosts that passed', 'ansible.builtin.meta': 'end_host',
+                   'when': 'inventory_hostname not in sglang_run_report.failed_hosts'}
     assert fail['when'] == 'inventory_hostname in sglang_run_report.failed_hosts'
     msg = fail['ansible.builtin.fail']['msg']
     assert '{{' not in msg and 'vars' not in fail

@@ -116,6 +116,24 @@ def test_restarts_by_systemd_within_the_window_are_a_crash_loop_that_is_stopped(
     assert old.kind != 'crash_loop', 'a restart outside the window does not count'
 
 
+def test_the_last_exit_read_in_an_earlier_round_is_still_said():
+    """The journal is read from a cursor: the exit line of a crash can come in the round before the one that counts
+    the third restart (demo guard at load 6-8 in CI: 'systemd restarted it 3 times within 600s; stopped in 0.0s ...')."""
+    earlier = unit_obs(RESTARTING, nrestarts=2, journal=GAVE_UP_JOURNAL[:6])
+    state = advance(serving_state(nrestarts=1, restarts=[NOW - 40]), earlier, Decision('starting'), NOW - 5, WINDOWS)
+    assert state.last_exit == 'code=exited, status=1/FAILURE'
+    decision = decide(unit_obs(RESTARTING, nrestarts=3), state, P, NOW)
+    assert decision.reason == 'systemd restarted it 3 times within 600s; last exit: code=exited, status=1/FAILURE'
+    # kept while no line says otherwise; a deliberate start forgets it with the crashes
+    assert advance(state, unit_obs(RESTARTING, nrestarts=3), decision, NOW, WINDOWS).last_exit == 'code=exited, status=1/FAILURE'
+    fresh = unit_obs(SERVING, nrestarts=0, health=200, smoke_ok=True, invocation='deploy-run')
+    assert advance(state, fresh, Decision('healthy'), NOW, WINDOWS).last_exit == ''
+    # a state written before the field existed reads with none
+    old = state.to_json()
+    del old['last_exit']
+    assert GuardState.from_json(old).last_exit == ''
+
+
 def test_systemd_giving_up_is_a_crash_loop():
     """systemd 252 keeps Result=exit-code when it gives up (recorded): its journal line says so."""
     assert parse_show(GAVE_UP)['Result'] == 'exit-code'

@@ -169,17 +169,20 @@ def test_a_counter_that_cannot_be_reset_leaves_the_unit_untouched(tmp_path):
 
 
 class Metrics:
-    """A real server's /metrics on a real port: ``busy`` requests running until ``until`` (monotonic seconds)."""
+    """A real server's /metrics on a real port: ``busy`` requests running for ``seconds`` from its first reading (from
+    the first reading, not the server's start: on a loaded machine the drain's first look could come after the window)."""
 
     def __init__(self, busy, seconds):
         import http.server
         import threading
         import time
 
-        state = {'busy': busy, 'until': time.monotonic() + seconds}
+        state = {'busy': busy, 'until': None}
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 (http.server's name)
+                if state['until'] is None:
+                    state['until'] = time.monotonic() + seconds
                 running = state['busy'] if time.monotonic() < state['until'] else 0
                 body = ('sglang:num_running_reqs{model_name="m"} %d\nsglang:num_queue_reqs{model_name="m"} 0\n' % running).encode()
                 self.send_response(200)

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_facts import Facts
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_files import environment_text, unit_text
-from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import DIGESTED, Inputs, input_digests, likely_typos
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import (
+    DIGESTED, Inputs, input_digests, input_problems, likely_typos, role_options)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_plan import (
     Topology, plan, probe_url, schedulable)
 
@@ -348,3 +350,30 @@ def test_the_inputs_are_the_documented_variables():
     defaults = yaml.safe_load((ROLE / 'defaults' / 'main.yml').read_text())
     assert Inputs.from_vars(defaults) == Inputs()
     assert set(input_digests({})) == set(DIGESTED) and set(DIGESTED) <= set(Inputs.names())
+
+
+def test_the_plan_step_validates_the_role_variables_as_the_role_would():
+    """llmops.sglang.deploy includes the role with rolespec_validate false (one task fewer per host): the plan step
+    checks the same argument spec, read from the role's meta/argument_specs.yml, with ansible-core's validator."""
+    import yaml
+    options = role_options()
+    assert options == yaml.safe_load((ROLE / 'meta' / 'argument_specs.yml').read_text())['argument_specs']['main']['options']
+    defaults = yaml.safe_load((ROLE / 'defaults' / 'main.yml').read_text())
+    assert input_problems(options, defaults) == []
+    problems = input_problems(options, dict(defaults, sglang_service_port='8000abc', sglang_service_args=['tp-size', 8],
+                                            sglang_service_restart_policy='sometimes', other_variable=object()))
+    named = [re.search(r'(sglang_service_\w+)', p).group(1) for p in problems]
+    assert named == ['sglang_service_port', 'sglang_service_args', 'sglang_service_restart_policy'], problems
+    assert 'must be one of: no, on-success' in problems[2]
+    # a number given as text is what the role's validation accepts too
+    assert input_problems(options, {'sglang_service_port': '8001', 'sglang_service_wait_timeout': 60}) == []
+
+
+def test_the_deploy_playbook_leaves_the_validation_to_the_plan_step():
+    """The validation the role would prepend is off in llmops.sglang.deploy only because the plan step does it."""
+    import yaml
+    play = yaml.safe_load((ROLE.parents[1] / 'playbooks' / 'deploy.yml').read_text())[0]
+    includes = [t['ansible.builtin.include_role'] for b in play['tasks'] for t in b.get('block', [])
+                if 'ansible.builtin.include_role' in t]
+    service = [i for i in includes if i['name'] == 'llmops.sglang.sglang_service']
+    assert service == [{'name': 'llmops.sglang.sglang_service', 'rolespec_validate': False}]
