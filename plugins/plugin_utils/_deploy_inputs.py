@@ -223,13 +223,14 @@ def typed_fields(cls: Any, names: List[str], values: Dict[str, Any]) -> Dict[str
 
 
 def _typed(value: Any, default: Any) -> Any:
-    """A value in the type of the field's default (the argument spec validated it already)."""
+    """A value in the type of the field's default (the argument spec validated it already). A tuple field is a list of
+    strings (``type: list, elements: str``): a number in it (``[--timeout, 60]``) becomes its text, as a command line wants."""
     if value is None:
         return default
     if isinstance(default, bool):
         return value if isinstance(value, bool) else str(value).lower() in ('1', 'true', 'yes', 'on')
     if isinstance(default, tuple):
-        return tuple(value) if isinstance(value, list) else (value,)
+        return tuple(str(v) for v in value) if isinstance(value, list) else (str(value),)
     if isinstance(default, int) and not isinstance(value, bool):
         return int(value)
     if isinstance(default, float):

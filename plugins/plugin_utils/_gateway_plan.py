@@ -18,20 +18,15 @@ import dataclasses
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
-
-from ansible.module_utils.parsing.convert_bool import boolean
+from typing import Any, Dict, List, Optional, Tuple
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_files import NETWORK_ONLINE, service_head
+from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import typed_fields
 from ansible_collections.llmops.sglang.plugins.plugin_utils._sglang_argv import cli_args, systemd_exec_args
 
 # The changes that restart a running gateway, in the order a restart names them. A changed worker set is not one: it
 # is applied live through the control plane.
 RESTART_CAUSES = ('release', 'launcher', 'keys', 'unit')
-# The role's variables the plan reads, with the role's defaults' types (the role's argument spec validates them first).
-_INTS = ('port', 'prometheus_port', 'health_check_interval', 'health_check_timeout', 'health_failure_threshold',
-         'health_success_threshold', 'shutdown_grace_period', 'restart_sec', 'wait_timeout', 'smoke_timeout')
-_BOOLS = ('log_json', 'hardening', 'smoke')
 
 
 @dataclass(frozen=True)
@@ -43,7 +38,7 @@ class GatewayInputs:
     version: str = '1.13.0'
     venv: str = '/opt/smg/venv-smg-1.13.0'
     venv_python: str = '/usr/bin/python3'
-    pip_extra_args: List[str] = field(default_factory=list)
+    pip_extra_args: Tuple[str, ...] = ()
     wheelhouse: str = ''
     wheelhouse_dest: str = '/opt/smg/wheelhouse'
     host: str = '0.0.0.0'
@@ -63,7 +58,7 @@ class GatewayInputs:
     decode_group: str = ''
     api_key: str = ''
     admin_key: str = ''
-    control_plane_keys: List[str] = field(default_factory=list)
+    control_plane_keys: Tuple[str, ...] = ()
     user: str = 'smg'
     group: str = 'smg'
     config_dir: str = '/etc/smg'
@@ -81,25 +76,8 @@ class GatewayInputs:
 
     @classmethod
     def from_vars(cls, values: Dict[str, Any]) -> 'GatewayInputs':
-        """From the role's variables (missing ones take the role's defaults)."""
-        out: Dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            key = 'sglang_gateway_' + f.name
-            if key not in values:
-                continue
-            value = values[key]
-            if f.name in _INTS:
-                value = int(value)
-            elif f.name in _BOOLS:
-                value = boolean(value, strict=True)
-            elif f.name in ('pip_extra_args', 'control_plane_keys'):
-                value = [str(v) for v in (value or [])]
-            elif f.name == 'args':
-                value = dict(value or {})
-            else:
-                value = '' if value is None else str(value)
-            out[f.name] = value
-        return cls(**out)
+        """From the role's variables, each in its default's type (missing ones take the role's defaults)."""
+        return cls(**typed_fields(cls, cls.names(), values))
 
     def to_json(self) -> Dict[str, Any]:
         """Without the keys (they never go into a result)."""

@@ -369,6 +369,15 @@ def test_the_plan_step_validates_the_role_variables_as_the_role_would():
     assert input_problems(options, {'sglang_service_port': '8001', 'sglang_service_wait_timeout': 60}) == []
 
 
+def test_a_number_in_a_list_of_text_is_accepted_and_taken_as_text():
+    """YAML's ``[--timeout, 60]`` passes the validation of a list of str (ansible-core converts its own copy); the
+    inputs take its text as well, so the install's quoting of the pip arguments gets strings only."""
+    values = {'sglang_service_pip_extra_args': ['--timeout', 60], 'sglang_service_launch_command': ['python3', '-m', 7]}
+    assert input_problems(role_options(), values) == []
+    i = Inputs.from_vars(values)
+    assert (i.pip_extra_args, i.launch_command) == (('--timeout', '60'), ('python3', '-m', '7'))
+
+
 def test_the_deploy_playbook_leaves_the_validation_to_the_plan_step():
     """The validation the role would prepend is off in llmops.sglang.deploy only because the plan step does it."""
     import yaml

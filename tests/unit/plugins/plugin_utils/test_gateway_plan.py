@@ -226,3 +226,11 @@ def test_inputs_take_the_roles_types():
     assert (i.port, i.smoke, i.args, i.name) == (30081, False, {}, 'smg')
     with pytest.raises(ValueError):
         GatewayInputs.from_vars({'sglang_gateway_port': 'eighty'})
+
+
+def test_a_number_in_a_list_input_reaches_pip_and_the_keys_file_as_text():
+    # The role's spec (list of str) lets YAML's 60 through as a number; pip's quoting and the keys file want text.
+    i = inputs(pip_extra_args=['--timeout', 60], control_plane_keys=['ci:ci:admin:k2'])
+    assert i.pip_extra_args == ('--timeout', '60')
+    assert plan.pip_args(i)['extra_args'] == '--timeout 60'
+    assert json.loads(plan.secret_text(i))['control_plane_api_keys'][1] == 'ci:ci:admin:k2'
