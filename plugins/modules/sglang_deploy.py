@@ -40,6 +40,16 @@ options:
     type: bool
     default: false
     version_added: 0.3.0
+  deploy:
+    description:
+      - With O(step=plan) on a single host (no ranks of a multi-node deployment on other hosts) that its plan does not
+        leave unchanged, the task goes on with the whole deploy - V(install), V(configure), V(restart), V(verify),
+        V(rollback), then V(finish) (after a failure too) - and returns the result those steps leave (its C(step) is
+        V(finish)). The role's C(tasks/main.yml) sets it; the ranks of a multi-node deployment run each step as a task
+        of its own (a barrier between the ranks). Ignored with O(preview).
+    type: bool
+    default: false
+    version_added: 0.3.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow

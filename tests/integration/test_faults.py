@@ -180,7 +180,8 @@ def test_a_host_lost_during_the_restart_still_has_its_row_in_the_table(node, tmp
     try:
         for line in proc.stdout:
             seen.append(line)
-            if line.startswith('TASK [llmops.sglang.sglang_service : Restart SGLang'):
+            # a single host's restart step (in its plan task) says why before it builds the restart module's payload
+            if ': restarting sglang.service: ' in line:
                 link(node, 'down')
         proc.wait(timeout=300)
     finally:
@@ -210,7 +211,7 @@ def test_controller_killed_after_the_files_before_the_restart(node):
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if 'Restart SGLang if the plan says so, and start it' in line:  # the restart step's header: files new, server old
+        if ': restarting sglang.service: ' in line:  # said before the restart module's payload is built: files new, server old
             os.killpg(proc.pid, 9)
             break
     proc.wait(timeout=60)

@@ -51,16 +51,18 @@ CONFIGS = (
     dict(COMMON, sglang_service_restart_sec=11, sglang_service_sm120_patch='present', sglang_service_api_key='kill-key-b',
          sglang_service_environment={'LLMOPS_KILL_TEST': 'b'}, sglang_service_secret_environment={'HF_TOKEN': 'hf_b'}),
 )
-# The sample CI kills at (task header, occurrence): right after the install step (the SM120 patch written, unit and
-# environment old), right before the restart step (every file new, the server old), right after it (restarted, not
-# waited for); the kill inside the restart (between its stop and its start) is a test of its own. Each point costs a
-# kill and a rerun (~50 s on 2 idle cores), so the other points run with LLMOPS_KILL_EVERY_TASK=1.
+# A single host deploys in one task (its plan task runs install, configure, restart, verify, rollback and finish), so
+# the points between its steps are lines its steps print: (text in the line, occurrence, lines after it). The sample CI
+# kills at: right after the install step (its last line, the pre-flight's, is a detail line: the deploy runs with -v;
+# the SM120 patch written, unit and environment old), right before the restart (the restart step says why before it
+# builds the restart module's payload: every file new, the server old), right after it (the next line, the wait's:
+# restarted, not waited for); the kill inside the restart (between its stop and its start) is a test of its own. Each
+# point costs a kill and a rerun (~50 s on 2 idle cores), so the other points run with LLMOPS_KILL_EVERY_TASK=1 (every
+# task header, and these).
 SAMPLE = (
-    ("TASK [llmops.sglang.sglang_service : Configure the account, directories, caches, environment and unit (refused when "
-     "a rank's pre-flight failed)]", 1),
-    ('TASK [llmops.sglang.sglang_service : Restart SGLang if the plan says so, and start it]', 1),
-    ('TASK [llmops.sglang.sglang_service : Wait until SGLang serves, send the smoke request, record the start, run the '
-     'benchmark gate]', 1),
+    (': pre-flight ok: ', 1, 0),
+    (': restarting sglang.service: ', 1, 0),
+    (': restarting sglang.service: ', 1, 1),
 )
 HEADERS = ('TASK [', 'RUNNING HANDLER [')
 
@@ -119,17 +121,23 @@ def host(tmp_path_factory):
 
 
 def kill_at(node, tag, config, point):
-    """Start a deploy of CONFIG and SIGKILL its process group at the header POINT (text, occurrence); returns
-    (killed, output). A deploy that ends before the point is not killed."""
-    proc, dummy = tf.start(node, tag, **config)
-    seen, count = [], 0
+    """Start a deploy of CONFIG and SIGKILL its process group at POINT (text in the line: a task header or a step's
+    line, its occurrence, and how many lines after it); returns (killed, output). A deploy that ends before the point is
+    not killed."""
+    text, occurrence, after = (tuple(point) + (0,))[:3]
+    # -v: the install step's last line (its pre-flight's, when it passed) is a detail line
+    proc, dummy = tf.start(node, tag, ['-v'], **config)
+    seen, count, left = [], 0, None
     for line in proc.stdout:
         seen.append(line)
-        if normal(line).startswith(point[0]):
+        if left is None and text in normal(line):
             count += 1
-            if count == point[1]:
-                os.killpg(proc.pid, 9)
-                break
+            left = after if count == occurrence else None
+        elif left is not None:
+            left -= 1
+        if left == 0:
+            os.killpg(proc.pid, 9)
+            break
     proc.wait(timeout=120)
     proc.stdout.close()
     return proc.returncode == -9, ''.join(seen)
@@ -213,7 +221,8 @@ def kill_points():
 
 
 def points_of(node, point):
-    """[(task header, occurrence)]: POINT, or for 'every' each header of a changing deploy, run once to list them."""
+    """[(text, occurrence[, lines after])]: POINT, or for 'every' each header of a changing deploy (run once to list
+    them) and the SAMPLE's points between the steps of the plan task."""
     if point != 'every':
         return [point]
     target = 1 - node['current']
@@ -224,18 +233,19 @@ def points_of(node, point):
     for header in headers(listed['log']):
         counts[header] = counts.get(header, 0) + 1
         points.append((header, counts[header]))
-    return points
+    return points + list(SAMPLE)
 
 
-@pytest.mark.parametrize('point', kill_points(), ids=lambda point: point if point == 'every' else point[0].split(' : ')[-1][:40])
+@pytest.mark.parametrize('point', kill_points(), ids=lambda point: point if point == 'every' else '%s+%d' % (point[0].strip(' :'), point[2]))
 def test_a_controller_killed_at_a_task_leaves_whole_files_and_its_rerun_converges_with_one_restart(host, point):
     results, points = [], points_of(host, point)
     # LLMOPS_KILL_FROM=N resumes the full loop at its Nth point (0-based), e.g. after a run cut short by a time limit
     points = points[int(os.environ.get('LLMOPS_KILL_FROM') or 0):] if point == 'every' else points
-    for number, (header, occurrence) in enumerate(points):
+    for number, point in enumerate(points):
+        header, occurrence = point[:2]
         began = time.monotonic()
         fault = Round(host)
-        killed, log = kill_at(host, 'kill-%d' % number, CONFIGS[fault.target], (header, occurrence))
+        killed, log = kill_at(host, 'kill-%d' % number, CONFIGS[fault.target], point)
         assert killed, 'the deploy never reached %s #%d:\n%s' % (header, occurrence, log[-3000:])
         fault.assert_left_whole(header)
         fault.converges('rerun-%d' % number)
