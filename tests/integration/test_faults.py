@@ -60,16 +60,32 @@ PLAY = '''\
   tasks:
     - name: Deploy and keep the wait's result
       block:
-        - name: Deploy
-          ansible.builtin.include_role:
-            name: llmops.sglang.sglang_service
-      always:
+{deploy}      always:
         - name: Write the wait's result for the test
           ansible.builtin.copy:
             content: "{{{{ sglang_service_result | default({{}}) | to_json }}}}"
             dest: {out}
             mode: "0600"
           delegate_to: localhost
+'''
+# The role as a play includes it: a single host deploys in its plan task.
+DEPLOY = '''\
+        - name: Deploy
+          ansible.builtin.include_role:
+            name: llmops.sglang.sglang_service
+'''
+# The same steps one task each, as the ranks of a multi-node deployment run them (the role's plan.yml alone only plans,
+# then its deploy.yml): a kill at a task header lands between two steps, e.g. every file new and the server not yet
+# restarted, which inside a single host's plan task is a moment a test cannot hit on purpose.
+DEPLOY_BY_STEP = '''\
+        - name: Plan
+          ansible.builtin.include_role:
+            name: llmops.sglang.sglang_service
+            tasks_from: plan
+        - name: Deploy one task per step
+          ansible.builtin.include_role:
+            name: llmops.sglang.sglang_service
+            tasks_from: deploy
 '''
 
 
@@ -82,16 +98,17 @@ def node(tmp_path_factory):
         yield host
 
 
-def playbook(node, tag):
+def playbook(node, tag, by_step=False):
     out = os.path.join(node['work'], '%s.json' % tag)
     path = os.path.join(node['work'], '%s.yml' % tag)
     with open(path, 'w', encoding='utf-8') as handle:
-        handle.write(PLAY.format(tag=tag, wheelhouse=node['wheelhouse'], out=out))
+        handle.write(PLAY.format(tag=tag, wheelhouse=node['wheelhouse'], out=out, deploy=DEPLOY_BY_STEP if by_step else DEPLOY))
     return path, out
 
 
-def start(node, tag, flags=(), **extra):
-    path, out = playbook(node, tag)
+def start(node, tag, flags=(), by_step=False, **extra):
+    """Start a deploy of the role (BY_STEP: one task per step, see DEPLOY_BY_STEP) with EXTRA as -e variables."""
+    path, out = playbook(node, tag, by_step)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS_PATH, ANSIBLE_NOCOLOR='1', ANSIBLE_HOST_KEY_CHECKING='False')
     argv = [fh.ANSIBLE_PLAYBOOK, '-i', node['inventory'], path, '-e', 'ansible_python_interpreter=/usr/bin/python3'] + list(flags)
     if extra:
@@ -207,11 +224,11 @@ def test_controller_killed_after_the_files_before_the_restart(node):
     base = deploy(node, 'kill-base', recording=READY)
     assert base['rc'] == 0, base['log'][-4000:]
     before = show(node, 'InvocationID', 'RestartUSec')
-    proc, dummy = start(node, 'kill-mid', recording=READY, sglang_service_restart_sec=11)
+    proc, dummy = start(node, 'kill-mid', by_step=True, recording=READY, sglang_service_restart_sec=11)
     seen = []
     for line in proc.stdout:
         seen.append(line)
-        if ': restarting sglang.service: ' in line:  # said before the restart module's payload is built: files new, server old
+        if 'Restart SGLang if the plan says so, and start it' in line:  # the restart step's header: files new, server old
             os.killpg(proc.pid, 9)
             break
     proc.wait(timeout=60)

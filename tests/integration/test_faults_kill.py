@@ -120,13 +120,13 @@ def host(tmp_path_factory):
         yield node
 
 
-def kill_at(node, tag, config, point):
-    """Start a deploy of CONFIG and SIGKILL its process group at POINT (text in the line: a task header or a step's
-    line, its occurrence, and how many lines after it); returns (killed, output). A deploy that ends before the point is
-    not killed."""
+def kill_at(node, tag, config, point, by_step=False):
+    """Start a deploy of CONFIG (BY_STEP: one task per step, test_faults.DEPLOY_BY_STEP) and SIGKILL its process group
+    at POINT (text in the line: a task header or a step's line, its occurrence, and how many lines after it); returns
+    (killed, output). A deploy that ends before the point is not killed."""
     text, occurrence, after = (tuple(point) + (0,))[:3]
     # -v: the install step's last line (its pre-flight's, when it passed) is a detail line
-    proc, dummy = tf.start(node, tag, ['-v'], **config)
+    proc, dummy = tf.start(node, tag, ['-v'], by_step, **config)
     seen, count, left = [], 0, None
     for line in proc.stdout:
         seen.append(line)
@@ -310,7 +310,10 @@ def test_a_controller_killed_inside_the_restart_leaves_the_unit_to_start_without
     assert show(host, 'InvocationID')['InvocationID'] == started['InvocationID']   # the rerun waited for that start
 
 
-BEFORE_RESTART = SAMPLE[1]
+# Every file new and the server not yet restarted, for certain: the restart step's header of the deploy run one task per
+# step (in a single host's plan task the restart module can be on its way before the kill lands; seen in this test
+# under load 24, where it then skipped)
+BEFORE_RESTART = ('TASK [llmops.sglang.sglang_service : Restart SGLang if the plan says so, and start it]', 1, 0)
 
 
 @pytest.mark.parametrize('damage', ['skip_unchanged=false', 'truncated record'])
@@ -320,7 +323,7 @@ def test_files_new_and_server_old_restart_once_whatever_the_record_says(host, da
     the running process itself says it runs the older configuration, so the rerun restarts it once and only then
     records the deployment; the live process's arguments and environment are the new ones."""
     fault = Round(host)
-    killed, log = kill_at(host, 'kill-old-%s' % damage[:4], CONFIGS[fault.target], BEFORE_RESTART)
+    killed, log = kill_at(host, 'kill-old-%s' % damage[:4], CONFIGS[fault.target], BEFORE_RESTART, by_step=True)
     assert killed, log[-3000:]
     fault.assert_left_whole(BEFORE_RESTART[0])
     settled(host)
