@@ -135,6 +135,12 @@ def write_case(tmp_path: Path, lines: list[bytes], expected: dict) -> Path:
     return case
 
 
+# How long a stand-in may take to reach a state that it reaches at once on a quiet machine: a bound, not a timing (the
+# poll returns as soon as it holds). At load 20 on 2 cores, 5 s was too short for the first /health of three stand-ins
+# started at once and for two scheduler children to open the GPU node (CI run of 9dd579c, 2026-12-03 18:10 UTC).
+UP_WITHIN = 30
+
+
 def poll_until(proc, deadline, predicate, step=0.05):
     """Poll predicate() until it is true; return the elapsed time (or None at the deadline)."""
     while proc.elapsed() < deadline:
@@ -158,7 +164,7 @@ TIMED_LINES = [
 def test_ready_status_transitions_follow_the_replay(tmp_path, run):
     case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready', 'signature': None})
     p = run(case, '--max-seconds', '4')  # 100 s recorded -> 4 s: listen at 2.0 s, ready at 3.0 s
-    assert poll_until(p, 5, lambda: p.first_seen(b'server_args=') is not None) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.first_seen(b'server_args=') is not None) is not None
     base = p.first_seen(b'server_args=')  # replay start (interpreter start-up excluded)
     assert p.status('/health') is None, 'port must be closed before "Uvicorn running on" is replayed'
     t_listen = poll_until(p, base + 6, lambda: p.status('/v1/models') == 200)
@@ -206,7 +212,7 @@ def test_replay_never_exceeds_max_seconds_and_keeps_real_pace_when_short(tmp_pat
 def test_api_key_guards_everything_but_health_and_metrics(tmp_path, run):
     case = write_case(tmp_path, TIMED_LINES[:4], {'outcome': 'ready', 'signature': None})
     p = run(case, '--max-seconds', '0.5', '--api-key', 's3cret', '--enable-metrics', '--served-model-name', 'm1')
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
     auth = {'Authorization': 'Bearer s3cret'}
     for path in ('/v1/models', '/model_info', '/get_model_info', '/server_info'):
         assert p.status(path) == 401, path
@@ -225,7 +231,7 @@ def test_api_key_guards_everything_but_health_and_metrics(tmp_path, run):
 def test_api_key_from_environment(tmp_path, run):
     case = write_case(tmp_path, TIMED_LINES[:4], {'outcome': 'ready', 'signature': None})
     p = run(case, '--max-seconds', '0.5', env={'SGLANG_API_KEY': 'envkey'})
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
     assert p.status('/v1/models') == 401
     assert p.status('/v1/models', {'Authorization': 'Bearer envkey'}) == 200
 
@@ -259,7 +265,7 @@ def test_stalled_recording_hangs_until_sigterm():
     assert not data.endswith(b'\n')
     p = Proc(case, '--max-seconds', '1')
     try:
-        assert poll_until(p, 6, lambda: p.stderr(wait=False) == data) is not None, 'missing final newline is kept'
+        assert poll_until(p, UP_WITHIN, lambda: p.stderr(wait=False) == data) is not None, 'missing final newline is kept'
         time.sleep(1.0)
         assert p.p.poll() is None, 'a stalled recording must hang, not exit'
         assert p.status('/health') is None, 'the recording never reached "Uvicorn running on"'
@@ -291,9 +297,9 @@ def test_derived_case_replays_from_the_new_run_offset():
     assert offset > 0
     p = Proc(case, '--max-seconds', '1')
     try:
-        assert poll_until(p, 6, lambda: p.status('/health') == 200) is not None
+        assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
         expected = (case / 'server.log').read_bytes()[offset:]
-        assert poll_until(p, 6, lambda: p.stderr(wait=False) == expected) is not None
+        assert poll_until(p, UP_WITHIN, lambda: p.stderr(wait=False) == expected) is not None
     finally:
         p.stop()
 
@@ -384,7 +390,7 @@ def _post(base, path, body, timeout=5):
 def test_generation_streams_events_and_answers_whole(tmp_path, run):
     case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
     p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '100', '--served-model-name', 'glm-5')
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
     status, chunked, text = _post(p.base, '/generate', {'text': 'x', 'stream': True, 'sampling_params': {'max_new_tokens': 3}})
     assert (status, chunked) == (200, 'chunked')
     events = [line[6:] for line in text.split('\n\n') if line.startswith('data: ')]
@@ -406,7 +412,7 @@ def test_zombie_recording_serves_health_but_generation_hangs(run):
     case = CASES / 'zombie-ready-then-generation-hangs-rocm'
     assert json.loads((case / 'expected.json').read_text())['zombie'] is True
     p = run(case, '--max-seconds', '0.5')
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
     assert p.status('/v1/models') == 200
     t0 = time.monotonic()
     with pytest.raises((socket.timeout, TimeoutError, urllib.error.URLError)):
@@ -415,7 +421,7 @@ def test_zombie_recording_serves_health_but_generation_hangs(run):
     assert p.status('/health') == 200  # still "healthy" while generation hangs
     # the same recording with --generation stream answers
     q = run(case, '--max-seconds', '0.5', '--generation', 'stream')
-    assert poll_until(q, 5, lambda: q.status('/health') == 200) is not None
+    assert poll_until(q, UP_WITHIN, lambda: q.status('/health') == 200) is not None
     assert _post(q.base, '/generate', {'text': 'x', 'sampling_params': {'max_new_tokens': 1}})[0] == 200
 
 
@@ -423,13 +429,13 @@ def test_ready_start_marks_the_compile_caches_its_environment_names(tmp_path, ru
     case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
     dg, triton = tmp_path / 'cache' / 'deep_gemm', tmp_path / 'cache' / 'triton'
     p = run(case, '--max-seconds', '0.3', env={'SGLANG_DG_CACHE_DIR': str(dg), 'TRITON_CACHE_DIR': str(triton)})
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
-    assert poll_until(p, 5, (triton / 'llmops-standin.cache').exists) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, (triton / 'llmops-standin.cache').exists) is not None
     assert (dg / 'llmops-standin.cache').read_text().startswith('written by the SGLang stand-in')
     mtime = (dg / 'llmops-standin.cache').stat().st_mtime_ns
     p.stop()
     q = run(case, '--max-seconds', '0.3', env={'SGLANG_DG_CACHE_DIR': str(dg)})
-    assert poll_until(q, 5, lambda: q.status('/health') == 200) is not None
+    assert poll_until(q, UP_WITHIN, lambda: q.status('/health') == 200) is not None
     assert (dg / 'llmops-standin.cache').stat().st_mtime_ns == mtime  # a warm cache is left as it is
 
 
@@ -456,7 +462,7 @@ def _metric(p, name):
 def test_metrics_and_get_load_count_the_requests_in_flight(tmp_path, run):
     case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
     p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '20', '--enable-metrics', '--max-running-requests', '2')
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
     assert (_metric(p, 'sglang:num_running_reqs'), _metric(p, 'sglang:num_queue_reqs')) == (0, 0)
     results = {}
     threads = [_stream_in_thread(p.base, 30, results, i) for i in range(3)]
@@ -488,7 +494,7 @@ def test_sigterm_drains_in_flight_and_new_requests_then_exits_as_sglang_does(tmp
     kills itself (SIGKILL) at the first 5 s look with nothing in flight."""
     case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
     p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '20', '--enable-metrics')
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
     results = {}
     first = _stream_in_thread(p.base, 60, results, 'in flight')  # 3 s of tokens
     assert poll_until(p, p.elapsed() + 3, lambda: _metric(p, 'sglang:num_running_reqs') == 1) is not None
@@ -510,7 +516,7 @@ def test_sigterm_drains_in_flight_and_new_requests_then_exits_as_sglang_does(tmp
 def test_sigterm_while_idle_exits_at_the_next_watchdog_look(tmp_path, run):
     case = write_case(tmp_path, TIMED_LINES, {'outcome': 'ready'})
     p = run(case, '--max-seconds', '0.3')
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
     p.p.send_signal(signal.SIGTERM)
     sent = time.monotonic()
     assert p.wait(12) == -signal.SIGKILL
@@ -530,14 +536,14 @@ def test_hang_after_n_requests_keeps_health_green_and_an_armed_hang_fires_once(t
     armed = tmp_path / 'hang.armed'
     armed.write_text('')
     p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '100', '--hang-after', '2', '--hang-armed-by', str(armed))
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
     assert [_gen(p.base), _gen(p.base)] == [200, 200]
     with pytest.raises((socket.timeout, TimeoutError, urllib.error.URLError)):
         _gen(p.base, timeout=1)
     assert p.status('/health') == 200
     assert not armed.exists()
     q = run(case, '--max-seconds', '0.3', '--tokens-per-second', '100', '--hang-after', '2', '--hang-armed-by', str(armed))
-    assert poll_until(q, 5, lambda: q.status('/health') == 200) is not None
+    assert poll_until(q, UP_WITHIN, lambda: q.status('/health') == 200) is not None
     assert [_gen(q.base) for dummy in range(4)] == [200] * 4, 'not armed: no hang'
 
 
@@ -548,7 +554,7 @@ def test_recorded_xid_lines_go_to_the_kernel_log_stand_in_after_n_requests(tmp_p
     kern.write_bytes(b'[    0.000000] Linux version 6.1.0\n')
     p = run(case, '--max-seconds', '0.3', '--tokens-per-second', '100', '--kernel-log', str(kern), '--xid-lines', str(lines),
             '--xid-after', '1')
-    assert poll_until(p, 5, lambda: p.status('/health') == 200) is not None
+    assert poll_until(p, UP_WITHIN, lambda: p.status('/health') == 200) is not None
     assert _gen(p.base) == 200
     assert kern.read_bytes() == b'[    0.000000] Linux version 6.1.0\n'
     assert [_gen(p.base), _gen(p.base)] == [200, 200]
@@ -583,7 +589,7 @@ def test_sigterm_is_ignored_while_loading_by_the_server_and_its_schedulers(tmp_p
 
         def holding():
             return [pid for pid in schedulers() if str(gpu) in _open_files(pid)]
-        assert poll_until(p, 5, lambda: len(holding()) == 2) is not None, 'two schedulers hold the GPU node'
+        assert poll_until(p, UP_WITHIN, lambda: len(holding()) == 2) is not None, 'two schedulers hold the GPU node'
         schedulers = schedulers()
         p.p.send_signal(signal.SIGTERM)
         for pid in schedulers:
@@ -634,7 +640,7 @@ def test_prefill_and_decode_pair_through_the_bootstrap_room_as_a_pd_gateway_send
     other = run(case, '--max-seconds', '0.3', '--tokens-per-second', '50', '--enable-metrics', '--disaggregation-mode', 'decode',
                 '--sglang-venv', _fake_venv(tmp_path, '0.5.10'))
     for p in (prefill, decode, other):
-        assert poll_until(p, 5, lambda p=p: p.status('/health') == 200) is not None
+        assert poll_until(p, UP_WITHIN, lambda p=p: p.status('/health') == 200) is not None
     # SGLang's bootstrap server on the prefill: its health, the parallel sizes and the one registered rank
     boot = 'http://127.0.0.1:%d' % bootstrap
     with urllib.request.urlopen(boot + '/health', timeout=2) as r:
