@@ -20,6 +20,8 @@ Shared set-up, nothing NVIDIA-specific is faked here except the loaded kernel mo
 - :func:`run_playbook`: ansible-playbook over real SSH against one host; :func:`run_match`: the
   nvidia_driver_match module through it (playbook from :func:`match_playbook`), its result (failed or
   not) written out as JSON.
+- :func:`run_role_check`: the nvidia_driver role with --check --diff between two snapshots of the host's whole file
+  system (tests/infra/fs_snapshot.yml) in one run, and what differs; the apt and the dnf role tests use it.
 """
 
 from __future__ import annotations
@@ -239,9 +241,10 @@ def nvidia_ko(work, version, flavor):
     return path
 
 
-def run_playbook(node, playbook, check_mode=False, extra=()):
-    """ansible-playbook PLAYBOOK against NODE over SSH; returns the CompletedProcess."""
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR='1', ANSIBLE_HOST_KEY_CHECKING='False')
+def run_playbook(node, playbook, check_mode=False, extra=(), env_extra=None):
+    """ansible-playbook PLAYBOOK against NODE over SSH (ENV_EXTRA: more environment); returns the CompletedProcess."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR='1', ANSIBLE_HOST_KEY_CHECKING='False',
+               **(env_extra or {}))
     argv = [ANSIBLE_PLAYBOOK, '-i', node['inventory'], str(playbook), '-e', 'ansible_python_interpreter=/usr/bin/python3'] + list(extra)
     if check_mode:
         argv += ['--check', '--diff']
@@ -293,3 +296,99 @@ def recap_changed(stdout, name):
     if not lines:
         return None
     return int(re.search(r'changed=(\d+)', lines[-1]).group(1))
+
+
+# --check writes nothing on the host (breaker report of issue 21, finding 3; issue 21: the suite's one whole-file-system
+# snapshot, not a list of its own). tests/infra/fs_snapshot.yml snapshots the host before and after the role, in the same
+# ansible-playbook run over the same SSH connection: every path outside /proc, /sys, /dev and /run/user, with its type,
+# mode, owner, size and modification time. What a new SSH login leaves (logind's session records, pam_motd, the journal)
+# is the transport's and fs_snapshot.compare leaves it out; Ansible's own temporary files go to /run/user/0
+# (ansible_remote_tmp, and TMPDIR for the modules), as in tests/integration/test_embedding.py.
+SNAPSHOT_PLAY = os.path.join(REPO, 'tests', 'infra', 'fs_snapshot.yml')
+CHECK_INVENTORY_VARS = 'all:\n  vars:\n    ansible_remote_tmp: /run/user/0/.ansible/tmp\n'
+CHECK_PLAYBOOK = '''\
+- name: Snapshot the file system before the dry run
+  ansible.builtin.import_playbook: %(snapshot)s
+  vars:
+    fs_snapshot_name: before
+
+- name: The role, dry run
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Run the role, keep its failure for the end
+      block:
+        - name: Install the NVIDIA driver
+          ansible.builtin.include_role:
+            name: llmops.sglang.nvidia_driver
+      rescue:
+        - name: Keep the failure
+          ansible.builtin.set_fact:
+            check_role_failure: "{{ ansible_failed_task.name }}: {{ ansible_failed_result.msg | default('failed') }}"
+
+- name: Snapshot the file system after the dry run
+  ansible.builtin.import_playbook: %(snapshot)s
+  vars:
+    fs_snapshot_name: after
+
+- name: The role's failure, if it failed
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Fail as the role did
+      ansible.builtin.fail:
+        msg: "{{ check_role_failure }}"
+      when: check_role_failure is defined
+'''
+
+
+def check_host_name(number):
+    """LLMOPS_TEST_HOST_PREFIX (a session's own host names on a shared machine) and NUMBER, else nvchk, NUMBER, the pid."""
+    prefix = os.environ.get('LLMOPS_TEST_HOST_PREFIX')
+    return '%s%d' % (prefix, number) if prefix else 'nvchk%d%d' % (number, os.getpid() % 10000)
+
+
+def temporary_files_to_run_user(node):
+    """TMPDIR=/run/user/0 for the SSH sessions that come (pam_env reads /etc/environment): the modules' temporary files
+    go to root's per-login runtime directory, which the snapshot leaves out. Written before the run's first snapshot."""
+    done = ssh(node, 'echo TMPDIR=/run/user/0 >> /etc/environment')
+    assert done.returncode == 0, done.stderr
+
+
+def run_role_check(node, role_vars):
+    """The role with --check --diff between two snapshots of the host's whole file system, in one run; returns the
+    CompletedProcess and what differs between the snapshots (fs_snapshot.compare's lines, [] when nothing).
+
+    The role runs in a block: when it fails, its failure is kept, the after-snapshot is taken all the same, and the
+    last play fails with the role's message (rc 2, as the role alone would)."""
+    work = node['work']
+    playbook = os.path.join(work, 'role-check-%s.yml' % node['name'])
+    with open(playbook, 'w', encoding='utf-8') as handle:
+        handle.write(CHECK_PLAYBOOK % {'snapshot': SNAPSHOT_PLAY})
+    vars_file = os.path.join(work, 'vars-check-%s.json' % node['name'])
+    with open(vars_file, 'w', encoding='utf-8') as handle:
+        json.dump(role_vars, handle)
+    inventory = os.path.join(work, 'check-vars-%s.yml' % node['name'])
+    with open(inventory, 'w', encoding='utf-8') as handle:
+        handle.write(CHECK_INVENTORY_VARS)
+    snapshots = [os.path.join(work, '%s-%s.json' % (when, node['name'])) for when in ('before', 'after')]
+    for path in snapshots:
+        if os.path.exists(path):
+            os.unlink(path)
+    # modules log their invocation to the host's journal otherwise: Ansible's own logging, not a write of the role's
+    proc = run_playbook(node, playbook, check_mode=True, env_extra={'ANSIBLE_NO_TARGET_SYSLOG': 'true'},
+                        extra=['-i', inventory, '-e', '@' + vars_file, '-e', 'fs_snapshot_dir=%s' % work])
+    assert all(os.path.exists(path) for path in snapshots), proc.stdout[-5000:] + proc.stderr[-3000:]
+    loaded = []
+    for path in snapshots:
+        with open(path, encoding='utf-8') as handle:
+            loaded.append(json.load(handle))
+    assert len(loaded[0]) > 10000, 'the snapshot lists only %d paths' % len(loaded[0])
+    return proc, _fs_snapshot().compare(*loaded)
+
+
+def _fs_snapshot():
+    """tests/infra/fs_snapshot.py (the compare half runs on the controller)."""
+    sys.path.insert(0, os.path.join(REPO, 'tests', 'infra'))
+    import fs_snapshot  # pylint: disable=import-outside-toplevel
+    return fs_snapshot

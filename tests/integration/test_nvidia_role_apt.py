@@ -74,11 +74,8 @@ import textwrap
 import pytest
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-INFRA = os.path.join(TESTS, 'infra')
 sys.path.insert(0, TESTS)
-sys.path.insert(0, INFRA)
 import nvidia_fleet_host as th  # noqa: E402  pylint: disable=wrong-import-position
-import fs_snapshot  # noqa: E402  pylint: disable=wrong-import-position
 
 KERNEL = th.KERNEL
 
@@ -476,7 +473,7 @@ def test_ubuntu_archive_open_server_exact_pin(repo):
 
 def test_cuda_repo_branch_names_no_module_loaded_reboot_pending(repo):
     """source cuda, R535 (branch in the names), proprietary by the branch rule; no module loaded -> reboot pending."""
-    node = host(repo, 'c', name=check_host_name(1))
+    node = host(repo, 'c', name=th.check_host_name(1))
     role_vars = dict(BASE, nvidia_driver_source='cuda', nvidia_driver_version=DEB_V, nvidia_driver_gpu_arch='hopper')
     result = run_role(node, role_vars, 'first')
     # Installed, then refused: the module file on disk is not loaded, and the role may not reboot.
@@ -580,97 +577,6 @@ def test_debian_nonfree_open_headers_then_reboot_pending(repo):
     assert host_text(node, 'modinfo -F license nvidia') == 'Dual MIT/GPL'
 
 
-# --check writes nothing on the host (breaker report of issue 21, finding 3; issue 21: the suite's one whole-file-system
-# snapshot, not a list of its own). tests/infra/fs_snapshot.yml snapshots the host before and after the role, in the same
-# ansible-playbook run over the same SSH connection: every path outside /proc, /sys, /dev and /run/user, with its type,
-# mode, owner, size and modification time. What a new SSH login leaves (logind's session records, pam_motd, the journal)
-# is the transport's and fs_snapshot.compare leaves it out; Ansible's own temporary files go to /run/user/0
-# (ansible_remote_tmp, and TMPDIR for the modules), as in tests/integration/test_embedding.py.
-SNAPSHOT_PLAY = os.path.join(INFRA, 'fs_snapshot.yml')
-CHECK_INVENTORY_VARS = 'all:\n  vars:\n    ansible_remote_tmp: /run/user/0/.ansible/tmp\n'
-CHECK_PLAYBOOK = '''\
-- name: Snapshot the file system before the dry run
-  ansible.builtin.import_playbook: %(snapshot)s
-  vars:
-    fs_snapshot_name: before
-
-- name: The role, dry run
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Run the role, keep its failure for the end
-      block:
-        - name: Install the NVIDIA driver
-          ansible.builtin.include_role:
-            name: llmops.sglang.nvidia_driver
-      rescue:
-        - name: Keep the failure
-          ansible.builtin.set_fact:
-            check_role_failure: "{{ ansible_failed_task.name }}: {{ ansible_failed_result.msg | default('failed') }}"
-
-- name: Snapshot the file system after the dry run
-  ansible.builtin.import_playbook: %(snapshot)s
-  vars:
-    fs_snapshot_name: after
-
-- name: The role's failure, if it failed
-  hosts: all
-  gather_facts: false
-  tasks:
-    - name: Fail as the role did
-      ansible.builtin.fail:
-        msg: "{{ check_role_failure }}"
-      when: check_role_failure is defined
-'''
-
-
-def check_host_name(number):
-    """LLMOPS_TEST_HOST_PREFIX (a session's own host names on a shared machine) and NUMBER, else nvchk, NUMBER, the pid."""
-    prefix = os.environ.get('LLMOPS_TEST_HOST_PREFIX')
-    return '%s%d' % (prefix, number) if prefix else 'nvchk%d%d' % (number, os.getpid() % 10000)
-
-
-def temporary_files_to_run_user(node):
-    """TMPDIR=/run/user/0 for the SSH sessions that come (pam_env reads /etc/environment): the modules' temporary files
-    go to root's per-login runtime directory, which the snapshot leaves out. Written before the run's first snapshot."""
-    done = th.ssh(node, 'echo TMPDIR=/run/user/0 >> /etc/environment')
-    assert done.returncode == 0, done.stderr
-
-
-def run_role_check(node, role_vars):
-    """The role with --check --diff between two snapshots of the host's whole file system, in one run; returns the
-    CompletedProcess and what differs between the snapshots (fs_snapshot.compare's lines, [] when nothing).
-
-    The role runs in a block: when it fails, its failure is kept, the after-snapshot is taken all the same, and the
-    last play fails with the role's message (rc 2, as the role alone would)."""
-    work = node['work']
-    playbook = os.path.join(work, 'role-check-%s.yml' % node['name'])
-    with open(playbook, 'w', encoding='utf-8') as handle:
-        handle.write(CHECK_PLAYBOOK % {'snapshot': SNAPSHOT_PLAY})
-    vars_file = os.path.join(work, 'vars-check-%s.json' % node['name'])
-    with open(vars_file, 'w', encoding='utf-8') as handle:
-        json.dump(role_vars, handle)
-    inventory = os.path.join(work, 'check-vars-%s.yml' % node['name'])
-    with open(inventory, 'w', encoding='utf-8') as handle:
-        handle.write(CHECK_INVENTORY_VARS)
-    snapshots = [os.path.join(work, '%s-%s.json' % (when, node['name'])) for when in ('before', 'after')]
-    for path in snapshots:
-        if os.path.exists(path):
-            os.unlink(path)
-    # modules log their invocation to the host's journal otherwise: Ansible's own logging, not a write of the role's
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv('ANSIBLE_NO_TARGET_SYSLOG', 'true')
-        proc = th.run_playbook(node, playbook, check_mode=True,
-                               extra=['-i', inventory, '-e', '@' + vars_file, '-e', 'fs_snapshot_dir=%s' % work])
-    assert all(os.path.exists(path) for path in snapshots), proc.stdout[-5000:] + proc.stderr[-3000:]
-    loaded = []
-    for path in snapshots:
-        with open(path, encoding='utf-8') as handle:
-            loaded.append(json.load(handle))
-    assert len(loaded[0]) > 10000, 'the snapshot lists only %d paths' % len(loaded[0])
-    return proc, fs_snapshot.compare(*loaded)
-
-
 def headers_repository(repo, node):
     """A second flat repository with a stand-in linux-headers-KERNEL, for this host only (the shared one lacks it: the
     missing-headers test needs that), so --check reaches the headers install's dry run."""
@@ -688,12 +594,12 @@ def test_check_mode_writes_nothing_and_says_what_the_apt_files_would_be(repo):
     """--check of source debian with its repository file and pin on a host with python3-apt and a kernel headers package
     to install: both files reported as created (with their diff), the headers as they would be installed, and nothing
     written anywhere on the host (no ~/.ansible/tmp from ansible.builtin.copy, no apt planner log from a dry run)."""
-    node = host(repo, 'c', name=check_host_name(1))
+    node = host(repo, 'c', name=th.check_host_name(1))
     headers_repository(repo, node)
-    temporary_files_to_run_user(node)
+    th.temporary_files_to_run_user(node)
     role_vars = dict(BASE, nvidia_driver_source='debian', nvidia_driver_version=DEB_V, nvidia_driver_flavor='open',
                      nvidia_driver_repo_manage=True, nvidia_driver_kernel_headers=True)
-    proc, written = run_role_check(node, role_vars)
+    proc, written = th.run_role_check(node, role_vars)
     out = proc.stdout + proc.stderr
     assert written == [], 'written on the host by --check:\n%s\n%s' % ('\n'.join(written), out[-4000:])
     # both files reported as they would be written, in check mode
@@ -709,13 +615,13 @@ def test_check_mode_writes_nothing_and_says_what_the_apt_files_would_be(repo):
 
 def test_check_mode_without_python3_apt_says_so_first_and_writes_nothing(repo):
     """A fresh host without python3-apt: --check stops at the plan, before any apt task, naming python3-apt."""
-    name = check_host_name(2)
+    name = th.check_host_name(2)
     repo['nodes'].append(name)
     node = th.boot(name, repo['work'])
     assert th.ssh(node, 'dpkg-query -W python3-apt').returncode != 0
-    temporary_files_to_run_user(node)
-    proc, written = run_role_check(node, dict(BASE, nvidia_driver_source='debian', nvidia_driver_version=DEB_V, nvidia_driver_flavor='open',
-                                              nvidia_driver_repo_manage=True))
+    th.temporary_files_to_run_user(node)
+    proc, written = th.run_role_check(node, dict(BASE, nvidia_driver_source='debian', nvidia_driver_version=DEB_V, nvidia_driver_flavor='open',
+                                                 nvidia_driver_repo_manage=True))
     out = proc.stdout + proc.stderr
     assert written == [], 'written on the host by --check:\n%s\n%s' % ('\n'.join(written), out[-4000:])
     assert proc.returncode == 2, out[-4000:]
