@@ -14,7 +14,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.llmops.sglang.plugins.plugin_utils._action_host import ActionHost
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import plain
 from ansible_collections.llmops.sglang.plugins.plugin_utils._nvidia_plan import (
-    HostFacts, NvidiaInputs, plan, reboot_of, stream_actions, verify_problem)
+    HostFacts, NvidiaInputs, no_reboot, plan, reboot_of, stream_actions, verify_problem)
 
 RESULT = 'nvidia_driver_result'
 STEPS = ('plan', 'streams', 'install', 'verify')
@@ -70,7 +70,7 @@ class ActionModule(ActionBase):
 
     def _step_plan(self, host: ActionHost, inputs: NvidiaInputs, state: Dict[str, Any], _task_vars) -> bool:
         """Report only (nvidia_driver_manage false): compare and say, never fail. Else read the host once and plan."""
-        state.update(status='report', msg='', failure=None, plan=None, reboot=None)
+        state.update(status='report', msg='', failure=None, plan=None, reboot=no_reboot())
         if not inputs.manage:
             found = self._report(host)
             state.update(found, status='match' if found.get('match') else 'report')
@@ -80,7 +80,8 @@ class ActionModule(ActionBase):
         wanted = ['ansible_distribution*', 'ansible_os_family', 'ansible_kernel', 'ansible_architecture']
         setup = host.module('ansible.legacy.setup', {'gather_subset': ['!all', 'min'], 'filter': wanted}, read_only=True)
         facts = HostFacts.from_setup(dict((k[len('ansible_'):], v) for k, v in (setup.get('ansible_facts') or {}).items()))
-        info = host.module('llmops.sglang.nvidia_driver_info', {}, read_only=True)
+        # in check mode too: it only reads, and a --check run's dnf queries keep their cache and logs off the host
+        info = host.module('llmops.sglang.nvidia_driver_info', {})
         if info.get('failed'):
             raise Failed(info.get('msg') or 'llmops.sglang.nvidia_driver_info failed', info)
         decided = plan(inputs, facts, info)
@@ -141,7 +142,8 @@ class ActionModule(ActionBase):
         wanted = tuple((state.get('plan') or {}).get('streams_wanted') or ())
         if not wanted:
             return False
-        listed = host.module('ansible.legacy.command', {'argv': ['dnf', '-q', 'module', 'list', 'nvidia-driver']}, read_only=True)
+        listed = host.module('ansible.legacy.command', {'argv': host.dry_run_dnf(['dnf', '-q', 'module', 'list', 'nvidia-driver'])},
+                             read_only=True)
         text = (listed.get('stdout') or '') + (listed.get('stderr') or '')
         if listed.get('rc') and 'No matching Modules' not in text:
             raise Failed('dnf module list nvidia-driver failed: %s' % (listed.get('stderr') or listed.get('msg')), listed)
@@ -149,18 +151,29 @@ class ActionModule(ActionBase):
         changed = False
         commands = [['dnf', '-q', '-y', 'module', 'reset', 'nvidia-driver']] if reset else []
         commands += [['dnf', '-q', '-y', 'module', 'enable', 'nvidia-driver:' + want]] if enable else []
+        state['stream'] = want
+        if host.check_mode and commands:
+            # dnf resolves the install against the enabled stream: its dry run cannot run before the stream is enabled
+            state['stream_pending'] = want
+            host.say('--check: would enable the module stream nvidia-driver:%s' % want)
+            return True
         for argv in commands:
             done = host.module('ansible.legacy.command', {'argv': argv})
             if done.get('failed'):
                 raise Failed('%s failed: %s' % (' '.join(argv), done.get('stderr') or done.get('msg')), done)
             changed = changed or not done.get('skipped')
-        state['stream'] = want
         return changed
 
     def _step_install(self, host: ActionHost, inputs: NvidiaInputs, state: Dict[str, Any], task_vars) -> bool:
         """One transaction through llmops.sglang.nvidia_driver_match (dry run first, previous packages back on failure,
         the hold), then whether the kernel side changed and a reboot is due."""
         decided = state['plan']
+        if host.check_mode and state.get('stream_pending'):
+            state['installed'] = {'fix_packages': list(decided['names']), 'changed': True}
+            host.say("--check: the install's dry run needs the module stream nvidia-driver:%s enabled; a run without --check "
+                     'enables it, then installs %s%s' % (state['stream_pending'], ', '.join(decided['names']),
+                                                         ' at ' + decided['version'] if decided['version'] else ''))
+            return True
         found = self._match(host, {'install_packages': decided['names'], 'install_version': decided['version'],
                                    'kernel_side': decided['kernel_side'], 'hold': inputs.hold,
                                    'package_manager': decided['package_manager']})
@@ -176,7 +189,13 @@ class ActionModule(ActionBase):
     def _step_verify(self, host: ActionHost, inputs: NvidiaInputs, state: Dict[str, Any], task_vars) -> bool:
         """The loaded module and user space match (llmops.sglang.nvidia_driver_match, read-only); a reboot the role did
         not make is pending."""
-        found = self._match(host, {'expected_version': state['plan']['expected_version']}, read_only=True)
+        would = (state.get('installed') or {}).get('fix_packages') if host.check_mode else None
+        if would:
+            state.update(status='would install', msg='--check: would install %s; a run without --check installs them and proves the '
+                         'match' % ', '.join(would))
+            host.say(state['msg'])
+            return False
+        found = self._match(host, {'expected_version': state['plan']['expected_version']})
         pending = state.get('reboot') if not (state.get('reboot') or {}).get('reboot') else None
         local = (task_vars.get('ansible_connection') or 'ssh') == 'local'
         problem = verify_problem(inputs, found, pending, local)

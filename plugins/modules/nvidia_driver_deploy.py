@@ -59,7 +59,8 @@ RETURN = r'''
 status:
   description:
     - V(match) (the loaded module and user space match), V(drift), V(reboot pending) (the module on disk is not the loaded
-      one and the role did not reboot), V(report) (C(nvidia_driver_manage=false), or not verified yet).
+      one and the role did not reboot), V(would install) (C(--check), with the packages the install step would install; the
+      match is proved by a run without C(--check)), V(report) (C(nvidia_driver_manage=false), or not verified yet).
   returned: always
   type: str
   sample: match

@@ -266,6 +266,12 @@ def stream_actions(listing: str, wanted: Tuple[str, ...]) -> Tuple[str, bool, bo
     return want, bool(want) and bool(enabled - {want}), bool(want) and want not in enabled
 
 
+def no_reboot() -> Dict[str, Any]:
+    """The reboot decision before the install step, or when it did not run (an earlier step failed): nothing changed on
+    the kernel side, nothing to reboot. The role's reboot task reads it either way."""
+    return {'kernel_changed': False, 'reboot': False, 'loaded': '', 'on_disk': '', 'msg': ''}
+
+
 def reboot_of(inputs: NvidiaInputs, installed: Dict[str, Any], local: bool) -> Dict[str, Any]:
     """After the install: whether the kernel side changed (the module on disk is not the loaded one), whether the role
     reboots (only when nvidia_driver_reboot, never over a local connection), and the line that says a reboot is due."""

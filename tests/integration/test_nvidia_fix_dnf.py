@@ -30,6 +30,8 @@ What stands in:
   library files are real content.  They are unsigned (the repository file says gpgcheck=0).
 - The loaded kernel module: /proc/driver/nvidia/version inside the host is a tmpfs file holding the
   corpus' proprietary banner with the version under test (tests/nvidia_fleet_host.py).
+- The rpm database exists from the start (``rpm --initdb`` at boot), as on every Red Hat host; Debian's rpm keeps it in
+  ~/.rpmdb and would otherwise create it at the first query (a write that a real host never sees).
 - For the role: the distribution identity.  ansible.builtin.setup must say os_family RedHat, so the
   role's host gets Rocky Linux 8.3's /etc/os-release and /etc/redhat-release (real text, from ansible-core's
   fact fixture, tests/fixtures/nvidia_rpm/README.md) and /usr/lib64 in the loader path, as on RHEL.
@@ -203,6 +205,7 @@ def boot(repo, name, rocky=False, preinstall=None, rpm_dir='rpm', debs=()):
         apt-get update -q >/dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends {stack} >/dev/null
         sed -i 's/^enabled *=.*/enabled = false/' /etc/dnf/plugins/local.conf
+        rpm --initdb
         mkdir -p /etc/yum.repos.d
         printf '[nvidia-standin]\\nname=Stand-in for the CUDA repository (llmops.sglang tests)\\nbaseurl={url}/{rpm_dir}/\\ngpgcheck=0\\n' \\
             > /etc/yum.repos.d/nvidia-standin.repo
@@ -333,6 +336,17 @@ def test_role_userspace_only_on_red_hat(repo):
     """
     host = boot(repo, 'nvdnf3r%d' % (os.getpid() % 100000), rocky=True, rpm_dir='rpm-modular')
     fh.set_module(host, OLD)
+    # --check first, on the fresh host: nothing written anywhere on it (dnf's metadata cache, the module stream's state
+    # and the version locks included), and it says what it would install.
+    fh.temporary_files_to_run_user(host)
+    dry, written = fh.run_role_check(host, {'nvidia_driver_repo_manage': False, 'nvidia_driver_userspace_only': True})
+    assert written == [], 'written on the host by --check:\n%s\n%s' % ('\n'.join(written), dry.stdout[-4000:])
+    assert dry.returncode == 0, dry.stdout[-5000:] + dry.stderr[-2000:]
+    assert fh.ssh(host, "rpm -qa 'nvidia*'").stdout.split() == [], 'installed by --check'
+    # the stream is not enabled yet, and dnf filters the branch's versions out until it is: the dry run says so
+    assert '--check: would enable the module stream nvidia-driver:%s' % STREAM in dry.stdout, dry.stdout[-4000:]
+    assert '--check: would install nvidia-driver-cuda' in dry.stdout, dry.stdout[-4000:]
+    assert fh.ssh(host, 'dnf -q module list --enabled nvidia-driver').stdout.strip() == '', 'enabled by --check'
     # The host's dnf repository is the local stand-in written by the test.
     first, result = run_role(host, 'first', nvidia_driver_userspace_only=True)
     assert first.returncode == 0, first.stdout[-5000:] + first.stderr[-2000:]

@@ -46,3 +46,16 @@ def test_anything_else_is_reported_also_beside_the_login():
         'created /run/lock/llmops-sglang (d)',
         'created /run/systemd/units/invocation:sglang.service (f)',
     ]
+
+
+def test_a_read_of_the_rpm_database_is_not_a_write_but_its_change_is():
+    """rpm -q moves the modification time of SQLite's WAL index (readers' marks); a write of the database changes more
+    (CI's dnf --check run of test_nvidia_fix_dnf.py, 2026-12-03: /root/.rpmdb/rpmdb.sqlite-shm, mtime only)."""
+    before = {'/var/lib/rpm/rpmdb.sqlite-shm': f(1, 32768), '/var/lib/rpm/rpmdb.sqlite': f(1, 4096)}
+    read = {'/var/lib/rpm/rpmdb.sqlite-shm': f(2, 32768), '/var/lib/rpm/rpmdb.sqlite': f(1, 4096)}
+    assert fs_snapshot.compare(before, read) == []
+    written = {'/var/lib/rpm/rpmdb.sqlite-shm': f(2, 65536), '/var/lib/rpm/rpmdb.sqlite': f(2, 8192)}
+    assert fs_snapshot.compare(before, written) == [
+        'changed /var/lib/rpm/rpmdb.sqlite: size 4096 -> 8192, mtime_ns 1 -> 2',
+        'changed /var/lib/rpm/rpmdb.sqlite-shm: size 32768 -> 65536, mtime_ns 1 -> 2',
+    ]

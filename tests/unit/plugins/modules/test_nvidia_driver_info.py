@@ -23,6 +23,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _evide
 from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _host as hc
 from ansible_collections.llmops.sglang.plugins.modules import nvidia_driver_info
 
+# the options HostCommands gives dnf in check mode (asserted where they matter, left out of the scripted answers' keys)
+DRY_RUN_OPTIONS = ('--setopt=cachedir=', '--setopt=system_cachedir=', '--setopt=logdir=', '--disableplugin=generate_')
+
 HERE = os.path.dirname(__file__)
 LIVE = os.path.join(HERE, '..', '..', '..', 'fixtures', 'nvidia_live')
 
@@ -52,6 +55,8 @@ class Host:
 
     def run_command(self, argv, **kwargs):
         self.ran.append(list(argv))
+        # check mode's scratch options for dnf (HostCommands) are asserted on self.ran, not part of the scripted answers
+        argv = [part for part in argv if not part.startswith(DRY_RUN_OPTIONS)]
         key = ' '.join([os.path.basename(argv[0])] + list(argv[1:]))
         for prefix, answer in self.commands.items():
             if key.startswith(prefix):
@@ -155,6 +160,9 @@ def test_rpm_dependencies_and_stale_locks(run_info):
                                       for name in ('kmod-nvidia-latest-dkms', 'nvidia-driver', 'nvidia-kmod-common')]
     assert result['versionlocks']['available'] is True
     assert len(result['versionlocks']['entries']) == 4
+    # in check mode (--check) the versionlock query keeps dnf's cache and logs in the module's temporary directory
+    dnf_runs = [argv for argv in host.ran if os.path.basename(argv[0]) == 'dnf']
+    assert dnf_runs and all(argv[1].startswith('--setopt=cachedir=') and argv[3].startswith('--setopt=logdir=') for argv in dnf_runs)
     # nvidia-driver-cuda moved to 535.309.01: its lock is stale; NVML is still at the locked version; the others are not installed.
     assert result['versionlocks']['stale'] == ['nvidia-driver-cuda-3:535.261.03-1.el9.*']
 

@@ -23,6 +23,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _evide
 from ansible_collections.llmops.sglang.plugins.module_utils.nvidia import _host as hc
 from ansible_collections.llmops.sglang.plugins.modules import nvidia_driver_match
 
+# the options HostCommands gives dnf in check mode (asserted where they matter, left out of the scripted answers' keys)
+DRY_RUN_OPTIONS = ('--setopt=cachedir=', '--setopt=system_cachedir=', '--setopt=logdir=', '--disableplugin=generate_')
+
 FIXTURES = os.path.join(os.path.dirname(__file__), '..', '..', '..', 'fixtures')
 CORPUS = os.path.join(FIXTURES, 'nvidia')
 LIVE = os.path.join(FIXTURES, 'nvidia_live')
@@ -57,6 +60,8 @@ class Host:
 
     def run_command(self, dummy_module, argv, **kwargs):
         self.ran.append(list(argv))
+        # check mode's scratch options for dnf (HostCommands) are asserted on host.ran, not part of the scripted answers
+        argv = [part for part in argv if not part.startswith(DRY_RUN_OPTIONS)]
         key = ' '.join(os.path.basename(argv[0]) if i == 0 else part for i, part in enumerate(argv))
         for prefix, answer in self.commands.items():
             if key.startswith(prefix):
@@ -344,8 +349,28 @@ def test_dnf_check_mode_diff_shows_the_pinned_versions(run_module):
     # The "after" side names the version-release the fix installs, not the installed one.
     assert 'package nvidia-driver-NVML 535.309.01-1.el9' in result['diff']['after']
     assert 'package nvidia-driver-NVML 535.261.03-1.el9' in result['diff']['before']
-    assert any(argv[1] == '--assumeno' for argv in host.ran)
+    assert any('--assumeno' in argv for argv in host.ran)
     assert not any('-y' in argv for argv in host.ran)
+    # --check writes nothing of the host's: every dnf query keeps its metadata cache and its logs in the module's own
+    # temporary directory (removed with it), not in /var/cache/dnf and /var/log
+    dnf_runs = [argv for argv in host.ran if os.path.basename(argv[0]) == 'dnf']
+    assert dnf_runs
+    for argv in dnf_runs:
+        cache = [part.split('=', 2)[2] for part in argv if part.startswith(('--setopt=cachedir=', '--setopt=system_cachedir='))]
+        logs = [part.split('=', 2)[2] for part in argv if part.startswith('--setopt=logdir=')]
+        assert len(cache) == 2 and len(set(cache)) == 1 and len(logs) == 1, argv
+        assert cache[0] == os.path.join(logs[0], 'cache') and os.path.basename(logs[0]) == 'dnf', argv
+        assert not logs[0].startswith(('/var/', '/root/')), argv
+        # dnf's shell-completion plugin writes /var/cache/dnf/packages.db on every run, whatever the cache directory
+        assert '--disableplugin=generate_completion_cache' in argv, argv
+
+
+def test_dry_run_dnf_argv_moves_only_dnfs_cache_and_logs():
+    argv = ['/usr/bin/dnf', '-q', 'list', '--showduplicates', 'nvidia-driver']
+    assert hc.dry_run_dnf_argv(argv, '/tmp/x/dnf') == [
+        '/usr/bin/dnf', '--setopt=cachedir=/tmp/x/dnf/cache', '--setopt=system_cachedir=/tmp/x/dnf/cache', '--setopt=logdir=/tmp/x/dnf',
+        '--disableplugin=generate_completion_cache'] + argv[1:]
+    assert hc.dry_run_dnf_argv(['/usr/bin/rpm', '-qa'], '/tmp/x/dnf') == ['/usr/bin/rpm', '-qa']
 
 
 def test_dnf_fix_lifts_the_locks_and_relocks(run_module):
@@ -358,6 +383,8 @@ def test_dnf_fix_lifts_the_locks_and_relocks(run_module):
     })
     result = run_module({'fix': True, 'package_manager': 'dnf'}, host)
     assert not result.get('failed'), result.get('msg')
+    # outside check mode dnf keeps its own cache and logs (the install reuses the metadata its dry run fetched)
+    assert not any(part.startswith('--setopt=cachedir=') for argv in host.ran for part in argv)
     assert sorted(lifted) == sorted('%s-3:535.261.03-1.el9.*' % name for name in DNF_NAMES)
     assert sorted(result['fix_result']['held']) == sorted(DNF_NAMES)
 
