@@ -42,11 +42,19 @@ _TIMES = (" | combine({'task_seconds': now().timestamp() - (wait_began | float),
           "'ping_seconds': ping_seconds | float})")
 
 
-def wait_playbook(timed=False):
-    """A playbook that runs wait_for_sglang with the extra var ``wait_args`` and saves its result as JSON to
-    ``result_file``; ``timed`` adds ``task_seconds`` and ``ping_seconds`` (see _TIMING_TASKS) to the result."""
+def wait_playbook(timed=False, all_hosts=False):
+    """A playbook that runs wait_for_sglang with the var ``wait_args`` and saves its result as JSON to ``result_file``;
+    ``timed`` adds ``task_seconds`` and ``ping_seconds`` (see _TIMING_TASKS) to the result; ``all_hosts`` saves one
+    file for all hosts of the play, ``{inventory_hostname: result}``, with one copy task run once."""
     head = "- name: Wait for SGLang\n  hosts: all\n  gather_facts: false\n  tasks:\n"
-    return head + (_TIMING_TASKS if timed else "") + _WAIT_TASKS % (_TIMES if timed else "")
+    tasks = _WAIT_TASKS % (_TIMES if timed else "")
+    if all_hosts:
+        tasks = tasks.replace(
+            '"{{ sglang_wait%s | to_json }}"' % (_TIMES if timed else ""),
+            "\"{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars)\n"
+            "          | map(attribute='sglang_wait', default=None))) | to_json }}\"")
+        tasks += "      run_once: true\n"
+    return head + (_TIMING_TASKS if timed else "") + tasks
 
 
 # clock_nanosleep and nanosleep: a module process sleeping in one of these runs its wait loop (imports, argument
@@ -56,12 +64,18 @@ _SLEEP_SYSCALLS = {"x86_64": ("230", "35"), "aarch64": ("115", "101")}.get(platf
 
 def module_pids(marker):
     """Pids of python processes running this test's wait_for_sglang module (marker: a path only this test's module
-    command line holds, e.g. its remote tmp dir or its argument file's directory).
+    command line holds, e.g. its remote tmp dir or its argument file's directory)."""
+    return module_pids_by_marker([marker]).get(str(marker), [])
+
+
+def module_pids_by_marker(markers):
+    """{marker: pids} of the python processes running wait_for_sglang whose command line holds that marker (markers
+    that no process holds are left out), from one scan of /proc.
 
     It reads every process's command line, so it is what the watchers below cost: os.open/os.read and a byte search
     before any split (half the CPU of a file object per process; the live replays scan /proc thousands of times)."""
-    marker = str(marker).encode()
-    pids = []
+    wanted = [(str(m), str(m).encode()) for m in markers]
+    found = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -75,13 +89,16 @@ def module_pids(marker):
             continue
         finally:
             os.close(fd)
-        if marker not in data or b"wait_for_sglang" not in data:
+        if b"wait_for_sglang" not in data or not any(pair[1] in data for pair in wanted):
             continue
         argv = data.split(b"\0")
         line = b" ".join(argv[1:])
-        if len(argv) > 1 and not argv[0].endswith(b"sh") and b"wait_for_sglang" in line and marker in line:
-            pids.append(int(pid))
-    return pids
+        if len(argv) < 2 or argv[0].endswith(b"sh") or b"wait_for_sglang" not in line:
+            continue
+        for name, marker in wanted:
+            if marker in line:
+                found.setdefault(name, []).append(int(pid))
+    return found
 
 
 def _sleeping(pid):
@@ -133,3 +150,54 @@ class ModuleWatch:
         while not done():
             self.tick()
             time.sleep(self.poll if self.known is not None else self.search_poll)
+
+
+def _holds_a_tmp_dir(remote_tmp):
+    try:
+        with os.scandir(remote_tmp) as entries:
+            return any(e.name.startswith("ansible-tmp-") for e in entries)
+    except OSError:
+        return False
+
+
+class ModuleWatches:
+    """ModuleWatch and module_following for the modules of several hosts of one play at once (each host's module
+    found by its own marker, e.g. its ansible_remote_tmp), from one scan of /proc for all of them.
+
+    ``following`` holds the keys whose module has been seen in its wait loop (see module_following), ``last_seen``
+    the monotonic time each key's module process was last seen alive (see ModuleWatch). tick() looks at each known
+    process (one stat, and while not yet following one read of its syscall). A scan of /proc costs about 7 ms of CPU
+    with 400 processes, so it scans only for a key that has no known process while its task runs: the marker is that
+    host's remote tmp dir, and the action plugin holds its own tmp dir (ansible-tmp-*) in it from its first module
+    round until the task ends. So there is no scan while ansible-playbook starts, none for a host whose wait has
+    ended, and at most one every ``search_poll`` seconds for all hosts that are between two rounds."""
+
+    def __init__(self, markers, search_poll=0.05):
+        self.markers = dict(markers)
+        self.search_poll = search_poll
+        self.known = {}
+        self.following = set()
+        self.last_seen = dict.fromkeys(self.markers)
+        self._scanned = 0.0
+
+    def tick(self):
+        now = time.monotonic()
+        for key, pid in list(self.known.items()):
+            if not os.path.exists("/proc/%d" % pid):
+                del self.known[key]
+                continue
+            self.last_seen[key] = now
+            if key not in self.following and (not _SLEEP_SYSCALLS or _sleeping(pid)):
+                self.following.add(key)
+        if len(self.known) == len(self.markers) or now - self._scanned < self.search_poll:
+            return
+        self._scanned = now
+        searched = {k: m for k, m in self.markers.items() if k not in self.known and _holds_a_tmp_dir(m)}
+        if not searched:
+            return
+        by_marker = module_pids_by_marker(searched.values())
+        for key, marker in searched.items():
+            pids = by_marker.get(str(marker))
+            if pids:
+                self.known[key] = pids[0]
+                self.last_seen[key] = now
