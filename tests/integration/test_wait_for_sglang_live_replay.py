@@ -16,17 +16,23 @@ module's decision, seen as its process ending, minus the time the writer wrote t
 crash) is bounded per case here; with LLMOPS_REPLAY_RESULTS=<dir> every run writes its record there, and
 ``python tests/integration/test_wait_for_sglang_live_replay.py <dir>`` prints the matrix and the median latencies.
 
-Run: PYTHONPATH=<dir holding ansible_collections> python -m pytest -n 4 tests/integration/test_wait_for_sglang_live_replay.py
+The replays run in batches of LLMOPS_REPLAY_BATCH (default 4) cases: one ansible-playbook per batch, one local host
+alias per case with its own wait arguments and its own remote tmp dir (how its module process is told from the others'),
+one fork per host; each case's writer starts when ITS module is following (docs/testing.md, Live replay in batches).
+
+Run: PYTHONPATH=<dir holding ansible_collections> python -m pytest -n 2 tests/integration/test_wait_for_sglang_live_replay.py
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,7 +41,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wait_live (conftest does it under pytest)
 import sglang_format_cases  # noqa: E402  pylint: disable=wrong-import-position
-from wait_live import ModuleWatch, module_following, wait_playbook  # noqa: E402  pylint: disable=wrong-import-position
+from wait_live import ModuleWatches, module_following, wait_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 try:
     import ansible_collections.llmops.sglang as collection
@@ -51,9 +57,17 @@ LINE_DELAY = 0.003
 STALL_TIMEOUT = 4
 READY_MARK = b"The server is fired up and ready to roll"
 
-pytestmark = pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook is not installed next to this python")
+MODES = ("log", "pid")
+# Cases replayed by one ansible-playbook run, one host (and fork) each: see docs/testing.md (Live replay in batches).
+BATCH_SIZE = int(os.environ.get("LLMOPS_REPLAY_BATCH", "4"))
+
+# One worker (--dist loadgroup) runs the whole file, batch after batch: each batch already runs BATCH_SIZE replays at
+# once, and its tests' records come from the same run.
+pytestmark = [pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook is not installed next to this python"),
+              pytest.mark.xdist_group("test_wait_for_sglang_live_replay")]
 
 PLAYBOOK = wait_playbook()
+BATCH_PLAYBOOK = wait_playbook(all_hosts=True)
 
 # The writer: waits for a line on stdin (the module is following), appends the log line by line, records when it
 # wrote the ready line and the last line, then ends as the recording did.
@@ -92,73 +106,170 @@ def writer_end(exp):
     return "kill" if exp["signature"] == "silent_exit" else "exit1"
 
 
+def playbook_env(tmp_path):
+    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH), ANSIBLE_NOCOLOR="1",
+                ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"),
+                ANSIBLE_REMOTE_TMP=str(tmp_path / "ansible-remote"))
+
+
 def start_playbook(tmp_path, wait_args):
     (tmp_path / "wait.yml").write_text(PLAYBOOK)
     extra = {"wait_args": wait_args, "result_file": str(tmp_path / "result.json"), "ansible_python_interpreter": sys.executable}
     (tmp_path / "extra.json").write_text(json.dumps(extra))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"),
-               ANSIBLE_REMOTE_TMP=str(tmp_path / "ansible-remote"))
     argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(tmp_path / "wait.yml"), "-e", "@%s" % (tmp_path / "extra.json")]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=playbook_env(tmp_path))
 
 
-def replay(tmp_path, case, mode, corpus=CORPUS):
-    """Run one live replay; returns (result, record)."""
-    exp = expected(case, corpus)
-    log = tmp_path / "server.log"
-    data = (corpus / case / "server.log").read_bytes()
-    start = exp.get("new_run_offset_bytes") or 0
-    log.write_bytes(data[:start])  # an earlier run appended to the same file (derived cases)
-    args = {"log_path": str(log), "log_offset": exp.get("stale_offset_bytes") or start, "timeout": 90,
-            "stall_timeout": STALL_TIMEOUT}
-    times = tmp_path / "times.json"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(log), str(corpus / case / "server.log"), str(start),
-                               str(LINE_DELAY), writer_end(exp), str(times)], stdin=subprocess.PIPE)
-    if mode == "pid":
-        args["pid"] = writer.pid
+class Replay:
+    """One case in one mode, as one host of a batch's play: its log file, its writer process (waiting for "go" on its
+    stdin), its own remote tmp dir (how its module process is told from the others') and its wait arguments."""
+
+    def __init__(self, directory, corpus, case, mode):
+        self.case, self.mode = case, mode
+        self.exp = expected(case, corpus)
+        directory.mkdir(parents=True)
+        self.log, self.times, self.remote_tmp = directory / "server.log", directory / "times.json", directory / "ansible-remote"
+        data = (corpus / case / "server.log").read_bytes()
+        start = self.exp.get("new_run_offset_bytes") or 0
+        self.log.write_bytes(data[:start])  # an earlier run appended to the same file (derived cases)
+        self.args = {"log_path": str(self.log), "log_offset": self.exp.get("stale_offset_bytes") or start, "timeout": 90,
+                     "stall_timeout": STALL_TIMEOUT}
+        self.writer = subprocess.Popen([sys.executable, "-c", WRITER, str(self.log), str(corpus / case / "server.log"),
+                                        str(start), str(LINE_DELAY), writer_end(self.exp), str(self.times)],
+                                       stdin=subprocess.PIPE)
+        if mode == "pid":
+            self.args["pid"] = self.writer.pid
+        self.started = False
+
+    def host_vars(self):
+        return {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                "ansible_remote_tmp": str(self.remote_tmp), "wait_args": self.args}
+
+    def go(self):
+        self.writer.stdin.write(b"go\n")
+        self.writer.stdin.flush()
+        self.started = True
+
+    def stop(self):
+        self.writer.kill()
+        self.writer.wait()
+
+    def record(self, res, last_seen):
+        """What the case proves: the result against expected.json and the detection latency; None fields when the module
+        never followed its log (``error`` says so)."""
+        exp = self.exp
+        t = json.loads(self.times.read_text()) if self.times.exists() else {}
+        proof = t.get("ready") if exp["outcome"] == "ready" else t.get("last")
+        latency = None if proof is None or last_seen is None else round(max(0.0, last_seen - proof), 3)
+        res = res or {}
+        record = {"case": self.case, "mode": self.mode,
+                  "expected": {k: exp[k] for k in ("outcome", "stage", "signature", "first_error_line")},
+                  "got": {"outcome": res.get("status"), "stage": res.get("stage"), "signature": res.get("signature"),
+                          "first_error_line": res.get("error_line")},
+                  "latency": latency, "msg": res.get("msg")}
+        if not self.started:
+            record["error"] = "the module never started following its log"
+        out_dir = os.environ.get("LLMOPS_REPLAY_RESULTS")
+        if out_dir:
+            os.makedirs(out_dir, exist_ok=True)
+            Path(out_dir, "%s-%s.json" % (self.case, self.mode)).write_text(json.dumps(record))
+        return record
+
+
+def run_batch(directory, jobs):
+    """Replay the (corpus, case, mode) jobs as the hosts of ONE ansible-playbook run (forks = one per job); each writer
+    starts once its own host's module is following. Returns {"<case>-<mode>": record}."""
+    replays = {}
     try:
-        play = start_playbook(tmp_path, args)
-        if not module_following(tmp_path / "ansible-remote", gone=lambda: play.poll() is not None):
+        for i, (corpus, case, mode) in enumerate(jobs):
+            replays["replay%02d" % i] = Replay(directory / ("r%02d" % i), corpus, case, mode)
+        inventory = {"all": {"hosts": {h: r.host_vars() for h, r in replays.items()},
+                             "vars": {"result_file": str(directory / "results.json")}}}
+        (directory / "inventory.json").write_text(json.dumps(inventory))
+        (directory / "wait.yml").write_text(BATCH_PLAYBOOK)
+        env = dict(playbook_env(directory), ANSIBLE_FORKS=str(len(replays)))
+        play = subprocess.Popen([PLAYBOOK_BIN, "-i", str(directory / "inventory.json"), str(directory / "wait.yml")],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        watch = ModuleWatches({h: r.remote_tmp for h, r in replays.items()})
+        out = []
+        reader = threading.Thread(target=lambda: out.append(play.stdout.read()), daemon=True)
+        reader.start()
+        t_end = time.monotonic() + 300
+        while play.poll() is None and time.monotonic() < t_end:
+            watch.tick()
+            for host in watch.following:
+                if not replays[host].started:
+                    replays[host].go()
+            time.sleep(0.01 if watch.known else 0.05)
+        if play.poll() is None:
             play.kill()
-            pytest.fail("the module never started following its log:\n%s" % play.communicate()[0])
-        writer.stdin.write(b"go\n")
-        writer.stdin.flush()
-        watch = ModuleWatch(tmp_path / "ansible-remote")
-        th = threading.Thread(target=watch.run_until, args=(lambda: play.poll() is not None,), daemon=True)
-        th.start()
-        out = play.communicate(timeout=240)[0]
-        th.join()
+        play.wait()
+        reader.join()
         t_end = time.monotonic() + 30
-        while not times.exists() and exp["outcome"] != "stalled" and time.monotonic() < t_end:
+        while any(r.started and r.exp["outcome"] != "stalled" and not r.times.exists() for r in replays.values()) \
+                and time.monotonic() < t_end:
             time.sleep(0.05)
     finally:
-        writer.kill()
-        writer.wait()
-    assert (tmp_path / "result.json").exists(), out
-    res = json.loads((tmp_path / "result.json").read_text())
-    t = json.loads(times.read_text()) if times.exists() else {}
-    proof = t.get("ready") if exp["outcome"] == "ready" else t.get("last")
-    latency = None if proof is None or watch.last_seen is None else round(max(0.0, watch.last_seen - proof), 3)
-    record = {"case": case, "mode": mode, "expected": {k: exp[k] for k in ("outcome", "stage", "signature", "first_error_line")},
-              "got": {"outcome": res["status"], "stage": res["stage"], "signature": res["signature"],
-                      "first_error_line": res["error_line"]},
-              "latency": latency, "msg": res["msg"]}
-    out_dir = os.environ.get("LLMOPS_REPLAY_RESULTS")
-    if out_dir:
-        os.makedirs(out_dir, exist_ok=True)
-        Path(out_dir, "%s-%s.json" % (case, mode)).write_text(json.dumps(record))
-    return res, record
+        for r in replays.values():
+            r.stop()
+    results_file = directory / "results.json"
+    results = json.loads(results_file.read_text()) if results_file.exists() else {}
+    records = {}
+    for host, r in replays.items():
+        record = r.record(results.get(host), watch.last_seen[host])
+        if host not in results:
+            record["error"] = "no result for %s" % host
+        if "error" in record:
+            record["error"] += "; ansible-playbook said:\n%s" % "".join(out)
+        records["%s-%s" % (r.case, r.mode)] = record
+    return records
 
 
-@pytest.mark.parametrize("mode", ["log", "pid"])
+class Batches:
+    """The replays of one list of (case, mode) jobs in batches of BATCH_SIZE; each batch runs once per test session
+    (the first test that asks for one of its cases runs it, under a lock in a directory every xdist worker of the session
+    shares, so a plain ``-n N`` run without --dist loadgroup does not replay a batch twice)."""
+
+    def __init__(self, shared, name, corpus, jobs):
+        self.shared, self.name, self.corpus = shared, name, corpus
+        self.jobs = list(jobs)
+
+    def record(self, case, mode):
+        index = self.jobs.index((case, mode)) // BATCH_SIZE
+        done = self.shared / ("%s-%d.json" % (self.name, index))
+        with open(self.shared / ("%s-%d.lock" % (self.name, index)), "w", encoding="ascii") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():
+                jobs = self.jobs[index * BATCH_SIZE:(index + 1) * BATCH_SIZE]
+                # a directory of its own for each try: a batch whose run raised is run again by its next test
+                attempt = Path(tempfile.mkdtemp(prefix="%s-%d-" % (self.name, index), dir=self.shared))
+                records = run_batch(attempt, [(self.corpus, c, m) for c, m in jobs])
+                done.write_text(json.dumps(records))
+        return json.loads(done.read_text())["%s-%s" % (case, mode)]
+
+
+def shared_dir(tmp_path_factory):
+    """A directory of this test session that all its xdist workers share."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "live-replay-batches"
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
+@pytest.fixture(scope="module", name="recorded")
+def recorded_batches(tmp_path_factory):
+    return Batches(shared_dir(tmp_path_factory), "recorded", CORPUS, [(c, m) for c in CASES for m in MODES])
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", CASES)
-def test_live_replay(tmp_path, case, mode):
+def test_live_replay(recorded, case, mode):
     exp = expected(case)
-    res, record = replay(tmp_path, case, mode)
-    assert record["got"] == record["expected"], res["msg"]
-    if exp["outcome"] == "crashed" and mode == "log" and "no process was watched" in res["msg"]:
-        assert "pass pid (or unit)" in res["msg"]
+    record = recorded.record(case, mode)
+    assert "error" not in record, record.get("error")
+    assert record["got"] == record["expected"], record["msg"]
+    if exp["outcome"] == "crashed" and mode == "log" and "no process was watched" in record["msg"]:
+        assert "pass pid (or unit)" in record["msg"]
     # Per case only a bound that load cannot break: a decisive line that arrives between two of the action plugin's
     # rounds waits for the next module process (seconds on a loaded 2-core machine). The medians are what
     # docs/wait_for_sglang.md reports (run the summary).
@@ -169,21 +280,24 @@ def test_live_replay(tmp_path, case, mode):
 
 
 @pytest.fixture(scope="module", name="generated")
-def generated_cases(tmp_path_factory):
-    """The generated cases of tests/sglang_format_cases.py, written in the corpus layout."""
+def generated_batches(tmp_path_factory):
+    """The generated cases of tests/sglang_format_cases.py, written in the corpus layout (by each worker; they are
+    the same), in batches."""
     directory = tmp_path_factory.mktemp("generated-cases")
     sglang_format_cases.write_cases(directory)
-    return directory
+    return Batches(shared_dir(tmp_path_factory), "generated", directory,
+                   [(c, m) for c in sglang_format_cases.case_names() for m in MODES])
 
 
-@pytest.mark.parametrize("mode", ["log", "pid"])
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", sglang_format_cases.case_names())
-def test_live_replay_generated(tmp_path, generated, case, mode):
+def test_live_replay_generated(generated, case, mode):
     """Each error format (a realistic surrounding log, the format's lines, then silence or the exit) and each tool's
     line prefix over recorded cases, through the real module the same way as the recorded cases."""
-    exp = expected(case, generated)
-    res, record = replay(tmp_path, case, mode, corpus=generated)
-    assert record["got"] == record["expected"], res["msg"]
+    exp = expected(case, generated.corpus)
+    record = generated.record(case, mode)
+    assert "error" not in record, record.get("error")
+    assert record["got"] == record["expected"], record["msg"]
     if exp["outcome"] == "crashed":
         assert record["latency"] is not None and record["latency"] < 8.0, record
 
