@@ -67,8 +67,7 @@ STEPS: Dict[str, Tuple[Callable[[steps.Context], None], ...]] = {
     'configure': (steps.step_configure,),
     'restart': (steps.step_restart,),
     'verify': (verify.step_verify,),
-    # the role runs judge inside rollback (one task per host fewer: the verify step is the ranks' barrier before both)
-    'judge': (verify.step_judge,),
+    # judge inside rollback: one task per host fewer (the verify step is the ranks' barrier before both)
     'rollback': (verify.step_judge, verify.step_rollback),
     'finish': (verify.step_finish, guard.guard_after_deploy),
     'preflight': (steps.step_preflight,),

@@ -27,11 +27,11 @@ options:
       - V(plan) refuses bad input before anything is touched and runs the no-change check; V(ranks) compares it with the
         other ranks of a multi-node deployment; V(preflight), V(install), V(configure), V(restart), V(verify),
         V(rollback) and V(finish) are the full deploy's steps (V(finish) runs after a failure too).
-      - V(rollback) takes rank 0's benchmark verdict on the other ranks first, which is all V(judge) does (the role
-        no longer runs V(judge) on its own).
+      - V(rollback) takes rank 0's benchmark verdict on the other ranks first (the verify step is the ranks' barrier
+        before it).
     type: str
     required: true
-    choices: [plan, ranks, install, configure, restart, verify, judge, rollback, finish, preflight]
+    choices: [plan, ranks, install, configure, restart, verify, rollback, finish, preflight]
   preview:
     description:
       - The plan steps asked before a change that comes later in the same run (the C(llmops.sglang.roll) playbook asks each

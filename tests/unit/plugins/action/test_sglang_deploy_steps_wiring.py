@@ -105,3 +105,19 @@ def test_a_lost_connection_is_a_failure_of_its_step_and_finish_is_still_tried(mo
     assert sglang_deploy.run_task(ctx, 'plan', deploy=True, preview=False) == 'finish'
     assert ran == ['plan', 'install', 'configure', 'restart', 'verify', 'finish']
     assert ctx.facts.failure['unreachable'] is True and ctx.facts.failure['step'] == 'verify'
+
+
+# ---- every step the plugin offers is one a task of the collection asks for (no step left that nothing runs)
+
+def test_the_steps_offered_are_the_steps_the_role_and_playbooks_run():
+    import re
+    from pathlib import Path
+    root = Path(sglang_deploy.__file__).resolve().parents[2]
+    asked = set()
+    for path in list((root / 'roles' / 'sglang_service' / 'tasks').glob('*.yml')) + [root / 'playbooks' / 'check.yml']:
+        text = path.read_text()
+        for block in re.split(r'\n(?=\s*- )', text):
+            if 'llmops.sglang.sglang_deploy' in block:
+                asked.update(re.findall(r'^\s+step: (\w+)$', block, re.M))
+    assert asked == set(sglang_deploy.STEPS)
+    assert set(sglang_deploy.ARGUMENT_SPEC['step']['choices']) == asked
