@@ -11,6 +11,7 @@ from typing import Any, Dict
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._host import dry_run_dnf_argv
 from ansible_collections.llmops.sglang.plugins.plugin_utils._action_host import ActionHost
 from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_inputs import plain
 from ansible_collections.llmops.sglang.plugins.plugin_utils._nvidia_plan import (
@@ -142,8 +143,10 @@ class ActionModule(ActionBase):
         wanted = tuple((state.get('plan') or {}).get('streams_wanted') or ())
         if not wanted:
             return False
-        listed = host.module('ansible.legacy.command', {'argv': host.dry_run_dnf(['dnf', '-q', 'module', 'list', 'nvidia-driver'])},
-                             read_only=True)
+        argv = ['dnf', '-q', 'module', 'list', 'nvidia-driver']
+        if host.check_mode:  # dnf's cache and logs in the task's temporary directory, as the modules' dnf queries do
+            argv = dry_run_dnf_argv(argv, host.scratch('dnf'))
+        listed = host.module('ansible.legacy.command', {'argv': argv}, read_only=True)
         text = (listed.get('stdout') or '') + (listed.get('stderr') or '')
         if listed.get('rc') and 'No matching Modules' not in text:
             raise Failed('dnf module list nvidia-driver failed: %s' % (listed.get('stderr') or listed.get('msg')), listed)

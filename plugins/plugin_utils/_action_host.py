@@ -14,12 +14,10 @@ runs copy; ``put`` sends a file as copy's action does, without looking at the ho
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from ansible.utils.display import Display
 from ansible.utils.hashing import checksum
-
-from ansible_collections.llmops.sglang.plugins.module_utils.nvidia._host import dry_run_dnf_argv
 
 display = Display()
 
@@ -43,17 +41,14 @@ class ActionHost:
         res.pop('invocation', None)
         return res
 
-    def dry_run_dnf(self, argv: List[str]) -> List[str]:
-        """A dnf command for :meth:`module` (ansible.legacy.command): in check mode with dnf's cache and logs in the
-        task's temporary directory on the host (removed when the task ends), so that the query writes nothing of the
-        host's (module_utils/nvidia/_host.py does the same inside the modules); else as it is."""
-        if not self.check_mode:
-            return list(argv)
+    def scratch(self, name: str) -> str:
+        """A path NAME inside the task's temporary directory on the host (made if the task has none yet; removed when
+        the task ends): where a read in check mode keeps what its tool would otherwise write of the host's."""
         act = self._action
         shell = act._connection._shell
         if not shell.tmpdir:
             act._make_tmp_path()
-        return dry_run_dnf_argv(argv, shell.join_path(shell.tmpdir, 'dnf'))
+        return shell.join_path(shell.tmpdir, name)
 
     def action(self, name: str, args: Dict[str, Any]) -> Dict[str, Any]:
         act = self._action

@@ -34,9 +34,9 @@ class ScriptedHost:
         self.ran.append((name, dict(args), self.check_mode and not read_only))
         return dict(self.answers.get(name, {}))
 
-    def dry_run_dnf(self, argv):
-        return (['dnf', '--setopt=cachedir=/tmp/t/dnf/cache', '--setopt=logdir=/tmp/t/dnf'] + list(argv[1:])
-                if self.check_mode else list(argv))
+    @staticmethod
+    def scratch(name):
+        return '/tmp/t/' + name
 
     def say(self, line):
         self.lines.append(line)
@@ -77,8 +77,9 @@ def test_streams_query_in_check_mode_keeps_dnfs_cache_and_logs_off_the_host():
     step('streams', host, state)
     query = host.ran[0]
     assert query[0] == 'ansible.legacy.command' and query[2] is False  # a read: it runs in check mode too
-    assert query[1]['argv'][:3] == ['dnf', '--setopt=cachedir=/tmp/t/dnf/cache', '--setopt=logdir=/tmp/t/dnf']
-    assert query[1]['argv'][3:] == ['-q', 'module', 'list', 'nvidia-driver']
+    assert query[1]['argv'] == ['dnf', '--setopt=cachedir=/tmp/t/dnf/cache', '--setopt=system_cachedir=/tmp/t/dnf/cache',
+                                '--setopt=logdir=/tmp/t/dnf', '--disableplugin=generate_completion_cache',
+                                '-q', 'module', 'list', 'nvidia-driver']
     assert state['stream'] == '535-dkms'
 
 
@@ -111,3 +112,14 @@ def test_check_mode_with_a_stream_to_enable_says_so_and_leaves_the_dry_run_to_th
                           '--check enables it, then installs nvidia-driver-cuda, nvidia-driver-libs at 535.261.03',
                           '--check: would install nvidia-driver-cuda, nvidia-driver-libs; a run without --check installs them '
                           'and proves the match']
+
+
+def test_without_check_mode_the_stream_is_listed_reset_and_enabled_with_dnfs_own_cache():
+    listing = 'nvidia-driver  535-dkms    default\nnvidia-driver  latest-dkms [d][e] default\n'
+    host = ScriptedHost(False, {'ansible.legacy.command': {'rc': 0, 'stdout': listing}})
+    state = {'plan': {'streams_wanted': ['535-dkms']}}
+    assert step('streams', host, state) is True
+    assert [args['argv'] for _name, args, _check in host.ran] == [
+        ['dnf', '-q', 'module', 'list', 'nvidia-driver'], ['dnf', '-q', '-y', 'module', 'reset', 'nvidia-driver'],
+        ['dnf', '-q', '-y', 'module', 'enable', 'nvidia-driver:535-dkms']]
+    assert state['stream'] == '535-dkms' and 'stream_pending' not in state
