@@ -18,10 +18,14 @@ _WAIT_TASKS = """
 
     - name: Save the result for the test
       ansible.builtin.copy:
-        content: "{{ sglang_wait%s | to_json }}"
+        content: "%(saved)s"
         dest: "{{ result_file }}"
         mode: "0644"
-"""
+%(once)s"""
+# what the copy task saves: this host's result, or every host's of the play ({inventory_hostname: result}, run once)
+_ONE_HOST = "{{ sglang_wait%s | to_json }}"
+_ALL_HOSTS = ("{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars)\n"
+              "          | map(attribute='sglang_wait', default=None))) | to_json }}")
 
 # Before the wait, a task that does nothing (ansible.builtin.ping), timed the same way: what Ansible itself costs a task
 # on this machine at this load, beside the wait task's own time (from its start to the next task's).
@@ -47,13 +51,8 @@ def wait_playbook(timed=False, all_hosts=False):
     ``timed`` adds ``task_seconds`` and ``ping_seconds`` (see _TIMING_TASKS) to the result; ``all_hosts`` saves one
     file for all hosts of the play, ``{inventory_hostname: result}``, with one copy task run once."""
     head = "- name: Wait for SGLang\n  hosts: all\n  gather_facts: false\n  tasks:\n"
-    tasks = _WAIT_TASKS % (_TIMES if timed else "")
-    if all_hosts:
-        tasks = tasks.replace(
-            '"{{ sglang_wait%s | to_json }}"' % (_TIMES if timed else ""),
-            "\"{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars)\n"
-            "          | map(attribute='sglang_wait', default=None))) | to_json }}\"")
-        tasks += "      run_once: true\n"
+    saved = _ALL_HOSTS if all_hosts else _ONE_HOST % (_TIMES if timed else "")
+    tasks = _WAIT_TASKS % {"saved": saved, "once": "      run_once: true\n" if all_hosts else ""}
     return head + (_TIMING_TASKS if timed else "") + tasks
 
 
