@@ -37,9 +37,9 @@ def _die_with_parent() -> None:
     _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def stop_group(proc: subprocess.Popen, grace: float = 5.0) -> Optional[int]:
-    """SIGTERM to the process group of ``proc``, up to ``grace`` seconds, then SIGKILL; reaps ``proc``."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+def stop_group(proc: subprocess.Popen, grace: float = 5.0, first: int = signal.SIGTERM) -> Optional[int]:
+    """``first`` (SIGTERM) to the process group of ``proc``, up to ``grace`` seconds, then SIGKILL; reaps ``proc``."""
+    for sig, wait in ((first, grace), (signal.SIGKILL, 10.0)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
         try:
@@ -50,13 +50,14 @@ def stop_group(proc: subprocess.Popen, grace: float = 5.0) -> Optional[int]:
 
 
 @contextlib.contextmanager
-def spawn(argv, grace: float = 5.0, **popen_kw) -> Iterator[subprocess.Popen]:
-    """``with spawn([...]) as proc:`` a helper process that cannot outlive the block or the test process."""
+def spawn(argv, grace: float = 5.0, stop: int = signal.SIGTERM, **popen_kw) -> Iterator[subprocess.Popen]:
+    """``with spawn([...]) as proc:`` a helper process that cannot outlive the block or the test process; ``stop`` is
+    the signal that ends it (SIGINT for the SGLang stand-in, whose SIGTERM is SGLang's drain: 5 s per look)."""
     proc = subprocess.Popen(argv, start_new_session=True, preexec_fn=_die_with_parent, **popen_kw)  # pylint: disable=subprocess-popen-preexec-fn
     try:
         yield proc
     finally:
-        stop_group(proc, grace)
+        stop_group(proc, grace, stop)
 
 
 # ------------------------------------------------------------------------------------------------ one cgroup per test

@@ -7,6 +7,7 @@ helper dies with its block and with the process that started it."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -98,4 +99,14 @@ def test_stop_group_kills_a_helper_that_ignores_sigterm():
     assert proc.stdout.readline() == b'up\n'
     started = time.monotonic()
     assert stop_group(proc, grace=0.5) == -9
+    assert time.monotonic() - started < 5
+
+
+def test_stop_group_sends_the_first_signal_asked_for():
+    # the SGLang stand-in drains on SIGTERM (a look every 5 s) and exits at once on SIGINT: its fixtures stop it so
+    ignore = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print("up", flush=True); time.sleep(60)'
+    proc = subprocess.Popen([sys.executable, '-c', ignore], start_new_session=True, stdout=subprocess.PIPE)
+    assert proc.stdout.readline() == b'up\n'
+    started = time.monotonic()
+    assert stop_group(proc, grace=30, first=signal.SIGINT) == -signal.SIGINT
     assert time.monotonic() - started < 5

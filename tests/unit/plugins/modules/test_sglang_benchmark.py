@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -44,7 +45,8 @@ def server():
         port = sock.getsockname()[1]
     argv = [sys.executable, str(STANDIN / 'sglang_standin.py'), '--recording', str(RECORDING), '--max-seconds', '0.5',
             '--port', str(port), '--profile', str(STANDIN / 'profiles' / 'seed-sm120.json')]
-    with spawn(argv, stderr=subprocess.DEVNULL):
+    # SIGINT: the stand-in exits at once (SIGTERM would be SGLang's drain, which looks every 5 s)
+    with spawn(argv, stderr=subprocess.DEVNULL, stop=signal.SIGINT):
         url = 'http://127.0.0.1:%d' % port
         for _attempt in range(200):
             try:
