@@ -31,6 +31,12 @@ from sglang_flag_cases import (  # noqa: E402  pylint: disable=wrong-import-posi
     BAD_SWITCH, NEW_FLAG, REAL, SERVER_ARGS, entry, server_args_for, value_cases, wheel_loader_parse)
 
 
+# Each release's parser is built once per session: the dumps below (an interpreter importing torch and SGLang's
+# server_args, ~14 CPU-s per release) are cached per process, so the file runs on one xdist worker (--dist loadgroup);
+# spread over CI's 3 workers, every worker built every release's parser again (4 dumps became up to 12).
+pytestmark = pytest.mark.xdist_group('test_sglang_flags_real_parser')
+
+
 @functools.lru_cache(maxsize=None)
 def real(version):
     argv = sglang_cli_args(server_args_for(version))
