@@ -47,29 +47,85 @@ BASE_REQUIREMENTS = (
 )
 PIP_TIMEOUT = 1800
 
+# One interpreter for all releases: torch and torchvision (the same for every release, from the venv; ~6 of the ~14
+# CPU-s a release's dump costs) are imported once, then each release is dumped in a fork of its own with its own
+# directories first on sys.path, so no module of one release (sglang, transformers) is ever seen by another's import.
+# A release whose directories hold another release of a package that import already loaded (its pinned transformers
+# brings numpy, tqdm, typing_extensions: today the venv's releases) would not get its own: the fork says so
+# (@@SHADOW@@) and that release is dumped in a fresh interpreter, as before (LLMOPS_ARGPARSE_FRESH=1, PYTHONPATH).
 DUMP_SCRIPT = r'''
-import argparse, json, sys, warnings
+import argparse, glob, json, os, sys, traceback, warnings
 warnings.simplefilter("ignore")
-from sglang.srt.server_args import ServerArgs
-cases = json.loads(sys.stdin.read())
-parser = argparse.ArgumentParser(prog="sglang.launch_server")
-ServerArgs.add_cli_args(parser)
-actions = []
-for a in parser._actions:
-    if not a.option_strings or a.dest == "help":
-        continue
-    kind = a.type.__name__ if a.type in (int, float, str) else (None if a.type is None else "custom")
-    choices = [c if isinstance(c, (str, int, float)) else str(c) for c in a.choices] if a.choices is not None else None
-    actions.append({"flags": list(a.option_strings), "dest": a.dest, "nargs": a.nargs, "cls": type(a).__name__,
-                    "type": kind, "choices": choices})
-parsed = []
-for argv in cases:
-    try:
-        ns = parser.parse_args(argv)
-        parsed.append({"ok": True, "values": {k: v for k, v in vars(ns).items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))}})
-    except SystemExit as exc:
-        parsed.append({"ok": False, "code": exc.code})
-print("@@JSON@@" + json.dumps({"actions": actions, "parsed": parsed}, default=str))
+if not os.environ.get("LLMOPS_ARGPARSE_FRESH"):
+    import torch, torchvision.transforms  # noqa: F401  imported by every release's server_args, before the forks
+
+
+def owner(directory, name):
+    """The dist-info directory name (distribution-version) in DIRECTORY whose RECORD lists top-level NAME, or None."""
+    for record in glob.glob(os.path.join(directory, "*.dist-info", "RECORD")):
+        with open(record, encoding="utf-8", errors="replace") as handle:
+            if any(line.startswith((name + "/", name + ".py,")) for line in handle):
+                return os.path.basename(os.path.dirname(record))
+    return None
+
+
+def shadowed(paths):
+    """Top-level modules already loaded that PATHS hold in another distribution release than the loaded one."""
+    differ = []
+    for name in sorted({m.split(".")[0] for m in sys.modules}):
+        loaded = getattr(sys.modules.get(name), "__file__", None)
+        if not loaded:
+            continue
+        site = os.path.dirname(os.path.dirname(loaded)) if loaded.endswith("__init__.py") else os.path.dirname(loaded)
+        for directory in paths:
+            if os.path.isdir(os.path.join(directory, name)) or os.path.isfile(os.path.join(directory, name + ".py")):
+                if owner(directory, name) != owner(site, name):
+                    differ.append(name)
+    return differ
+
+
+def dump(cases):
+    from sglang.srt.server_args import ServerArgs
+    parser = argparse.ArgumentParser(prog="sglang.launch_server")
+    ServerArgs.add_cli_args(parser)
+    actions = []
+    for a in parser._actions:
+        if not a.option_strings or a.dest == "help":
+            continue
+        kind = a.type.__name__ if a.type in (int, float, str) else (None if a.type is None else "custom")
+        choices = [c if isinstance(c, (str, int, float)) else str(c) for c in a.choices] if a.choices is not None else None
+        actions.append({"flags": list(a.option_strings), "dest": a.dest, "nargs": a.nargs, "cls": type(a).__name__,
+                        "type": kind, "choices": choices})
+    parsed = []
+    for argv in cases:
+        try:
+            ns = parser.parse_args(argv)
+            parsed.append({"ok": True, "values": {k: v for k, v in vars(ns).items() if isinstance(v, (str, int, float, bool, list, dict, type(None)))}})
+        except SystemExit as exc:
+            parsed.append({"ok": False, "code": exc.code})
+    return {"actions": actions, "parsed": parsed}
+
+
+for job in json.loads(sys.stdin.read()):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        sys.path[:0] = job["path"]
+        differ = [] if os.environ.get("LLMOPS_ARGPARSE_FRESH") else shadowed(job["path"])
+        try:
+            if differ:
+                line = "@@SHADOW@@" + json.dumps([job["version"], differ])
+            else:
+                    line = "@@JSON@@" + json.dumps([job["version"], dump(job["cases"])], default=str)
+        except BaseException:  # the parent says which release failed, with its traceback
+            line = "@@ERROR@@" + json.dumps([job["version"], traceback.format_exc()])
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+        os._exit(0)
+    _pid, status = os.waitpid(pid, 0)
+    if status:
+        print("@@ERROR@@" + json.dumps([job["version"], "its process ended with wait status %d" % status]), flush=True)
 '''
 
 
@@ -183,19 +239,53 @@ def _release_dir(python, version):
     return final
 
 
+def _dump(python, jobs, fresh=False):
+    """Run DUMP_SCRIPT on JOBS; ``({version: result}, {version: why it failed}, {version: shadowed modules})``."""
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES='', PYTHONWARNINGS='ignore')
+    env.pop('PYTHONPATH', None)
+    env.pop('LLMOPS_ARGPARSE_FRESH', None)
+    if fresh:
+        env.update(PYTHONPATH=os.pathsep.join(jobs[0]['path']), LLMOPS_ARGPARSE_FRESH='1')
+    proc = _run([str(python), '-c', DUMP_SCRIPT], input=json.dumps(jobs), env=env, cwd='/')
+    results, errors, shadows = {}, {}, {}
+    for line in proc.stdout.splitlines():
+        for marker, into in (('@@JSON@@', results), ('@@ERROR@@', errors), ('@@SHADOW@@', shadows)):
+            if line.startswith(marker):
+                version, value = json.loads(line[len(marker):])
+                into[version] = value
+    for job in jobs:
+        if not any(job['version'] in found for found in (results, errors, shadows)):
+            errors[job['version']] = 'no result (rc=%s)' % proc.returncode
+    errors = dict((version, 'building the real argument parser of SGLang %s failed: %s\n%s'
+                   % (version, why, proc.stderr[-4000:])) for version, why in errors.items())
+    return results, errors, shadows
+
+
+def real_parsers(cases_by_version):
+    """Build each release's real parser, all in one interpreter (DUMP_SCRIPT); return ``(results, errors)``:
+    ``{version: {"actions": [...], "parsed": [...]}}`` for the argv cases given per version, and ``{version: message}``
+    for each release whose dump failed."""
+    python = venv_python()
+    jobs = []
+    for version, cases in cases_by_version.items():
+        target = release_dir(version)
+        jobs.append({'version': version, 'path': [str(target / 'pkg'), str(target / 'deps')],
+                     'cases': [list(c) for c in cases]})
+    results, errors, shadows = _dump(python, jobs)
+    for job in jobs:
+        if job['version'] in shadows:  # its own releases of those packages: a fresh interpreter, they first on its path
+            got, failed, _shadows = _dump(python, [job], fresh=True)
+            results.update(got)
+            errors.update(failed)
+    return results, errors
+
+
 def real_parser(version: str, cases=()):
     """Build SGLang ``version``'s real parser; return ``{"actions": [...], "parsed": [...]}`` for argv ``cases``."""
-    python = venv_python()
-    target = release_dir(version)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target / 'pkg'), str(target / 'deps')]), CUDA_VISIBLE_DEVICES='',
-               PYTHONWARNINGS='ignore')
-    proc = _run([str(python), '-c', DUMP_SCRIPT], input=json.dumps([list(c) for c in cases]), env=env, cwd='/')
-    marker = '@@JSON@@'
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(marker)), None)
-    if proc.returncode != 0 or line is None:
-        raise RuntimeError('building the real argument parser of SGLang %s failed (rc=%s):\n%s'
-                           % (version, proc.returncode, (proc.stdout + proc.stderr)[-4000:]))
-    return json.loads(line[len(marker):])
+    results, errors = real_parsers({version: cases})
+    if version in errors:
+        raise RuntimeError(errors[version])
+    return results[version]
 
 
 if __name__ == '__main__':

@@ -31,22 +31,35 @@ from sglang_flag_cases import (  # noqa: E402  pylint: disable=wrong-import-posi
     BAD_SWITCH, NEW_FLAG, REAL, SERVER_ARGS, entry, server_args_for, value_cases, wheel_loader_parse)
 
 
-# Each release's parser is built once per session: the dumps below (an interpreter importing torch and SGLang's
-# server_args, ~14 CPU-s per release) are cached per process, so the file runs on one xdist worker (--dist loadgroup);
-# spread over CI's 3 workers, every worker built every release's parser again (4 dumps became up to 12).
+# Each release's parser is built once per session: the dump below (one interpreter importing torch, then SGLang's
+# server_args of each release in a fork of it) is cached per process, so the file runs on one xdist worker
+# (--dist loadgroup); spread over CI's 3 workers, every worker built every release's parser again.
 pytestmark = pytest.mark.xdist_group('test_sglang_flags_real_parser')
 
 
 @functools.lru_cache(maxsize=None)
-def real(version):
+def cases_of(version):
     argv = sglang_cli_args(server_args_for(version))
     cases = [argv, sglang_cli_args(NEW_FLAG), sglang_cli_args(BAD_SWITCH), ['--model-path', 'm', '--tp', '2']]
     # from index 4: one flag and value each (value_cases), checked against what our check says of it
     cases += [['--model-path', 'm', flag, word] for flag, word in value_cases(version)]
+    return argv, cases
+
+
+@functools.lru_cache(maxsize=None)
+def real_parsers():
+    """Every release's real parser, built in one interpreter that imports torch once (sglang_argparse_env)."""
+    return sglang_argparse_env.real_parsers(dict((version, cases_of(version)[1]) for version in REAL))
+
+
+def real(version):
     try:
-        return argv, sglang_argparse_env.real_parser(version, cases)
+        results, errors = real_parsers()
     except (RuntimeError, sglang_wheels.WheelUnavailable) as exc:
         pytest.fail(str(exc))
+    if version in errors:
+        pytest.fail(errors[version])
+    return cases_of(version)[0], results[version]
 
 
 @pytest.mark.parametrize('version', REAL)
