@@ -4,8 +4,8 @@
 """The role llmops.sglang.sglang_sm120_patch through real ansible-playbook on a real pip-installed SGLang.
 
 For each release a fresh venv gets ``pip install --no-deps sglang==X`` (the wheel comes from PyPI,
-cached under ${LLMOPS_SGLANG_CACHE:-~/.cache/llmops-sglang}/wheels), then the role runs with
-connection local:
+cached under ${LLMOPS_SGLANG_CACHE:-~/.cache/llmops-sglang}/wheels; the files the patch sites can touch byte-compiled,
+so each has bytecode that goes stale), then the role runs with connection local:
 
   check mode (present) writes nothing -> apply -> apply again unchanged -> the patched files
   byte-compile with the venv's python -> check mode (absent) writes nothing -> revert, byte-exact
@@ -64,17 +64,24 @@ def venv(tmp_path, request):
         wheel = sglang_wheels.wheel_path(version)
     except sglang_wheels.WheelUnavailable as exc:
         pytest.fail(str(exc))
+    # The venv without a pip of its own (ensurepip: 5.5 CPU-s), SGLang installed into it by this pip (--python); its
+    # 1404 files not byte-compiled (5.7 CPU-s) but those the patch sites can touch (SITE_FILES): their stale bytecode is
+    # what the role must remove, and the test says it was there before.
     env_dir = tmp_path / 'venv'
-    proc = _run([sys.executable, '-m', 'venv', str(env_dir)])
+    proc = _run([sys.executable, '-m', 'venv', '--without-pip', str(env_dir)])
     assert proc.returncode == 0, proc.stderr
     python = env_dir / 'bin' / 'python'
-    proc = _run([str(python), '-m', 'pip', 'install', '--no-deps', '--disable-pip-version-check', '--no-index',
-                 '--find-links', str(wheel.parent), 'sglang==%s' % version])
+    proc = _run([sys.executable, '-m', 'pip', '--python', str(python), 'install', '--no-deps', '--no-compile',
+                 '--disable-pip-version-check', '--no-index', '--find-links', str(wheel.parent), 'sglang==%s' % version])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     proc = _run([str(python), '-c', 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("sglang").origin))'],
                 cwd='/')
     assert proc.returncode == 0, proc.stderr
-    return version, python, Path(proc.stdout.strip()), wheel
+    pkg = Path(proc.stdout.strip())
+    sources = [str(pkg.parent / name) for name in sglang_wheels.SITE_FILES if (pkg.parent / name).is_file()]
+    proc = _run([str(python), '-m', 'compileall', '-q'] + sources)
+    assert proc.returncode == 0 and sources, proc.stdout + proc.stderr
+    return version, python, pkg, wheel
 
 
 def _py_files(pkg):
@@ -86,6 +93,11 @@ def _py_files(pkg):
                 with open(path, 'rb') as handle:
                     out[os.path.relpath(path, str(pkg))] = hashlib.sha256(handle.read()).hexdigest()
     return out
+
+
+def _bytecode(pkg, rel):
+    """The byte-compiled files of PKG/REL (__pycache__/<name>.cpython-*.pyc)."""
+    return list((pkg / rel).parent.glob('__pycache__/%s.cpython-*.pyc' % Path(rel).stem))
 
 
 def _playbook(tmp_path):
@@ -154,6 +166,7 @@ def test_role_apply_idempotent_check_revert(venv, tmp_path):
     assert '+++ after: %s' % pkg in out  # --diff shows the would-be change
     assert _py_files(pkg) == pristine, 'check mode wrote to the venv'
 
+    compiled = dict((rel, _bytecode(pkg, rel)) for rel in pristine)
     changed, result, out = _role(tmp_path, python, 'present')
     assert changed is True
     assert result['sglang_version'] == version
@@ -163,13 +176,14 @@ def test_role_apply_idempotent_check_revert(venv, tmp_path):
     assert {s['name'] for s in applied} >= {'allreduce_fusion_gate', 'allreduce_fusion_auto_enable', 'glm5_moe_runner_backend'}
     patched = _py_files(pkg)
     touched = sorted(k for k in patched if patched[k] != pristine[k])
+    assert all(compiled[rel] for rel in touched), 'no bytecode before the apply: nothing stale to remove'
     assert touched and all(Path(s['file']).resolve() in [(pkg / t).resolve() for t in touched] for s in applied)
     for rel in touched:
         st = os.stat(str(pkg / rel))
         assert oct(st.st_mode & 0o777) == '0o644'
         proc = _run([str(python), '-c', 'import sys; compile(open(sys.argv[1], "rb").read(), sys.argv[1], "exec")', str(pkg / rel)])
         assert proc.returncode == 0, proc.stderr
-        assert not list((pkg / rel).parent.glob('__pycache__/%s.cpython-*.pyc' % Path(rel).stem)), 'stale bytecode left'
+        assert not _bytecode(pkg, rel), 'stale bytecode left'
 
     changed, result, out = _role(tmp_path, python, 'present')
     assert changed is False and result['changed'] is False
