@@ -129,12 +129,14 @@ def results(tmp_path_factory):
         newer = sglang_argparse_env.release_dir('0.5.23') / 'pkg' / 'sglang'
     except (RuntimeError, sglang_wheels.WheelUnavailable) as exc:
         pytest.fail(str(exc))
+    # the venv without a pip of its own (ensurepip: 5.5 CPU-s) and SGLang's files not byte-compiled (5.7 CPU-s): the
+    # module reads the source; this pip installs into the venv (--python)
     venv = tmp / 'venv'
-    proc = _run([sys.executable, '-m', 'venv', str(venv)])
+    proc = _run([sys.executable, '-m', 'venv', '--without-pip', str(venv)])
     assert proc.returncode == 0, proc.stderr
     python = venv / 'bin' / 'python'
-    proc = _run([str(python), '-m', 'pip', 'install', '--no-deps', '--disable-pip-version-check', '--no-index',
-                 '--find-links', str(wheel.parent), 'sglang==0.5.9'])
+    proc = _run([sys.executable, '-m', 'pip', '--python', str(python), 'install', '--no-deps', '--no-compile',
+                 '--disable-pip-version-check', '--no-index', '--find-links', str(wheel.parent), 'sglang==0.5.9'])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     book = tmp / 'flags.yml'
     book.write_text(PLAYBOOK)
