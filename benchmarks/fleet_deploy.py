@@ -18,6 +18,9 @@ this benchmark; only those are ever stopped), then runs with the ansible-core 2.
    install/configure task runs and finds nothing to do, then the readiness wait); must report changed=0 too.
 3. ansible -m ansible.builtin.ping over the same hosts (--ping-rounds rounds; the median is reported).
 
+Every ansible run reads an ansible.cfg with the README's internal_poll_interval = 0.05 (--internal-poll-interval;
+'core' runs with ansible-core's default of 1 ms, as this benchmark did before 2026-12-03 22:00 UTC).
+
 Reported per N: wall times, parallel efficiency wall1(1)/wall1(N) (target: wall1(8) <= 1.1 x wall1(1)), second
 run / ping (target < 2), the CPU seconds the controller (ansible + ssh, reaped children) and the hosts (their
 cgroups' cpu.stat) used during the first run, the controller's CPU seconds per host of the first and the second run,
@@ -386,6 +389,11 @@ def prepare(args: argparse.Namespace, work: Path, env: dict[str, str]) -> dict[s
         "ANSIBLE_CALLBACKS_ENABLED": "fleet_bench_timer",
     })
     aenv.pop("ANSIBLE_CONFIG", None)
+    if args.internal_poll_interval is not None:
+        # the README's ansible.cfg key (no environment variable exists for it); the same file for every tree measured
+        cfg = work / "ansible.cfg"
+        cfg.write_text(f"# written by benchmarks/fleet_deploy.py\n[defaults]\ninternal_poll_interval = {args.internal_poll_interval:g}\n")
+        aenv["ANSIBLE_CONFIG"] = str(cfg)
     return aenv
 
 
@@ -542,6 +550,16 @@ def verdicts(results: list[SizeResult], args: argparse.Namespace) -> list[str]:
     return out
 
 
+def poll_interval(text: str) -> float | None:
+    """--internal-poll-interval: seconds, or 'core' (no ansible.cfg: ansible-core's default)."""
+    if text == "core":
+        return None
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError("seconds between 0 and 1, or 'core'")
+    return value
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--sizes", default="1,2,4,8", help="fleet sizes, comma separated (default 1,2,4,8)")
@@ -565,6 +583,9 @@ def main() -> int:
     ap.add_argument("--baseline-rev", help="also measure this git revision (fresh hosts, same run, alternately)")
     ap.add_argument("--cpu-target", type=float, default=1.5, help="controller CPU seconds per host of a first run")
     ap.add_argument("--json", help="write the raw results to this file")
+    ap.add_argument("--internal-poll-interval", type=poll_interval, default=0.05,
+                    help="ansible.cfg internal_poll_interval, seconds (default 0.05, the README's ansible.cfg; "
+                         "'core' for ansible-core's default, 0.001)")
     args = ap.parse_args()
 
     if os.geteuid() != 0:
@@ -625,6 +646,7 @@ def main() -> int:
     print(f"\nllmops.sglang.deploy on N systemd-nspawn hosts over SSH; started {started}, {os.cpu_count()} CPUs, "
           f"forks {args.forks}, stand-in replaying {args.recording} (--max-seconds {args.max_seconds:g}), "
           f"own host name {'NOT ' if args.unresolvable_hostname else ''}in /etc/hosts, "
+          f"internal_poll_interval {'ansible-core default' if args.internal_poll_interval is None else args.internal_poll_interval}, "
           f"total {time.monotonic() - t_start:.0f} s\n")
     print(fmt_table(results, markdown=False))
     if args.markdown:
