@@ -129,35 +129,10 @@ msg:
   sample: "/var/cache/sglang/0.5.9-sm90 (GPU sm90); pruned 0.5.7-sm90"
 '''
 
-import grp
-import os
-import pwd
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _compile_cache as cc
 from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
-
-
-def detect_arch(module):
-    nvidia_smi = module.get_bin_path('nvidia-smi')
-    if not nvidia_smi:
-        return None
-    rc, out, _err = module_runner(module)([nvidia_smi, '--query-gpu=compute_cap', '--format=csv,noheader'])
-    return cc.gpu_arch(out) if rc == 0 else None
-
-
-def ids(module, owner, group):
-    """uid, gid of owner/group; None in check mode when the user does not exist yet (the role creates it first)."""
-    try:
-        entry = pwd.getpwnam(owner) if owner else pwd.getpwuid(os.getuid())
-        gid = grp.getgrnam(group).gr_gid if group else entry.pw_gid
-        return entry.pw_uid, gid
-    except KeyError:
-        if module.check_mode:
-            return None
-        module.fail_json(msg='owner %r or group %r does not exist on the host; create the service user first' % (owner, group))
 
 
 def main():
@@ -174,30 +149,13 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if p['keep'] < 1:
-        module.fail_json(msg='keep must be 1 or more (the current cache directory is always kept), got %d' % p['keep'])
-    arch = p['arch'] if p['arch'] is not None else detect_arch(module)
     try:
-        existing = cc.scan(p['root'])
-        cache_plan = cc.plan(p['root'], cc.version_dir_name(p['version'], arch), p['environment'], p['keep'], existing)
-        created = cc.missing(cache_plan)
-        changed = bool(created or cache_plan.prune)
-        owner = ids(module, p['owner'], p['group'])
-        if changed and not module.check_mode:
-            if not os.path.isdir(p['root']):
-                os.makedirs(p['root'], mode=0o755)
-            cc.apply(cache_plan, p['version'], arch, owner[0], owner[1], time.time())
+        arch = p['arch'] if p['arch'] is not None else cc.detect_arch(module.get_bin_path('nvidia-smi'), module_runner(module))
+        result, diff = cc.prepare(p, arch, module.check_mode)
     except cc.CacheError as err:
         module.fail_json(msg=err.msg)
-    except OSError as err:
-        module.fail_json(msg='cannot prepare the cache directories under %s: %s. Run the task as root (become: true).'
-                         % (p['root'], err))
-    result = dict(changed=changed, path=cache_plan.path, arch=arch, environment=cache_plan.environment, dirs=cache_plan.dirs,
-                  created=created, pruned=cache_plan.prune, msg=cc.describe(cache_plan, arch))
     if module._diff:
-        after = sorted((set(existing) | {os.path.basename(cache_plan.path)}) - set(os.path.basename(d) for d in cache_plan.prune))
-        result['diff'] = dict(before='\n'.join(sorted(existing)) + '\n' if existing else '',
-                              after='\n'.join(after) + '\n', before_header=p['root'], after_header=p['root'])
+        result['diff'] = diff
     module.exit_json(**result)
 
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 DOCUMENTATION = r'''
 ---
 module: sglang_service_layout
-short_description: Create an SGLang server's system account, its directories and its log file
+short_description: Create an SGLang server's system account, its directories, its log file and its compile caches
 version_added: 0.3.0
 description:
   - Makes, in one module run, the system group O(group), the system user O(user) in it (home O(home), not created;
     shell O(shell); the groups of O(groups) that exist on the host appended, never removed), the directories of
     O(paths) with their owner, group and mode (missing parents are made with them too), and the files of O(paths),
     created empty when missing, with their owner, group and mode (their times are left alone).
+  - With O(compile_cache), then the server's compile, JIT and autotune cache directories of this SGLang version and
+    GPU, as M(llmops.sglang.sglang_compile_cache) makes them (the same code, its result in RV(compile_cache)), in one
+    module run and one module payload fewer per deploy than running both modules.
   - Each part changes only what differs. The P(llmops.sglang.sglang_service#role) role runs it where it ran
     M(ansible.builtin.group), M(ansible.builtin.getent), M(ansible.builtin.user) and M(ansible.builtin.file) (seven
     module runs and four module payloads per host before).
@@ -66,12 +69,44 @@ options:
         description: Its mode, octal, for example V('0750').
         type: str
         required: true
+  compile_cache:
+    description:
+      - The compile cache directories to make after the account and the paths, with the options of
+        M(llmops.sglang.sglang_compile_cache). Leave it out to make none.
+    type: dict
+    suboptions:
+      root:
+        description: The directory holding one cache directory per SGLang version, for example V(/var/cache/sglang).
+        type: path
+        required: true
+      version:
+        description: The SGLang version the caches are for.
+        type: str
+        required: true
+      arch:
+        description: GPU architecture part of the directory name; default is read from C(nvidia-smi) (none without it).
+        type: str
+      owner:
+        description: Owner of the cache directories; default is the user running the module.
+        type: str
+      group:
+        description: Group of the cache directories; default is the primary group of O(compile_cache.owner).
+        type: str
+      keep:
+        description: Cache directories kept, the current one included.
+        type: int
+        default: 3
+      environment:
+        description: The server's own environment settings; a cache variable set there is not overridden.
+        type: dict
+        default: {}
 notes:
   - Linux with C(groupadd), C(useradd) and C(usermod) (shadow-utils). SELinux contexts and ACLs are left as they are.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - llmops.sglang._attributes.MODULE
 seealso:
+  - module: llmops.sglang.sglang_compile_cache
   - module: ansible.builtin.user
   - module: ansible.builtin.file
 attributes:
@@ -97,6 +132,16 @@ EXAMPLES = r'''
       - {path: /var/lib/sglang, owner: sglang, group: sglang, mode: '0750'}
       - {path: /var/log/sglang, owner: root, group: sglang, mode: '0750'}
       - {path: /var/log/sglang/sglang.log, state: file, owner: root, group: sglang, mode: '0640'}
+    compile_cache:
+      root: /var/cache/sglang
+      version: "0.5.9"
+      owner: sglang
+      group: sglang
+  register: layout
+
+- name: The cache variables for the server's environment file
+  ansible.builtin.debug:
+    var: layout.compile_cache.environment
 '''
 
 RETURN = r'''
@@ -106,15 +151,34 @@ changes:
   type: list
   elements: str
   sample: ["group sglang created", "user sglang created", "directory /var/lib/sglang created"]
+compile_cache:
+  description:
+    - The result of the compile caches, as M(llmops.sglang.sglang_compile_cache) returns it (C(path), C(arch),
+      C(environment), C(dirs), C(created), C(pruned), C(msg), C(changed)).
+  returned: when O(compile_cache) is given
+  type: dict
+  sample:
+    path: /var/cache/sglang/0.5.9-sm90
+    arch: sm90
+    environment: {TRITON_CACHE_DIR: /var/cache/sglang/0.5.9-sm90/triton}
+    dirs: {triton: /var/cache/sglang/0.5.9-sm90/triton}
+    created: [/var/cache/sglang/0.5.9-sm90]
+    pruned: []
+    msg: /var/cache/sglang/0.5.9-sm90 (GPU sm90)
+    changed: true
 '''
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils.host import _layout as lay
 from ansible_collections.llmops.sglang.plugins.module_utils.host._command import module_runner
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _compile_cache as cc
 
 PATH_OPTIONS = dict(path=dict(type='path', required=True), state=dict(type='str', choices=['directory', 'file'], default='directory'),
                     owner=dict(type='str', required=True), group=dict(type='str', required=True), mode=dict(type='str', required=True))
+CACHE_OPTIONS = dict(root=dict(type='path', required=True), version=dict(type='str', required=True), arch=dict(type='str'),
+                     owner=dict(type='str'), group=dict(type='str'), keep=dict(type='int', default=3),
+                     environment=dict(type='dict', default={}))
 
 
 def _specs(module, items):
@@ -128,12 +192,26 @@ def _specs(module, items):
     return out
 
 
+def caches(module, spec, changes, diffs):
+    """The compile caches after the account (their owner) and the paths: llmops.sglang.sglang_compile_cache's work."""
+    try:
+        arch = spec['arch'] if spec['arch'] is not None else cc.detect_arch(module.get_bin_path('nvidia-smi'), module_runner(module))
+        res, diff = cc.prepare(spec, arch, module.check_mode)
+    except cc.CacheError as err:
+        module.fail_json(msg=err.msg, changes=changes)
+    if res['changed']:
+        changes.append('compile caches %s' % res['msg'])
+        diffs.append(diff)
+    return res
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             user=dict(type='str'), group=dict(type='str'), home=dict(type='path'),
             shell=dict(type='path', default='/usr/sbin/nologin'), groups=dict(type='list', elements='str', default=[]),
             paths=dict(type='list', elements='dict', default=[], options=PATH_OPTIONS),
+            compile_cache=dict(type='dict', options=CACHE_OPTIONS),
         ),
         required_by=dict(user=('group', 'home')),
         supports_check_mode=True,
@@ -161,6 +239,9 @@ def main():
     except lay.LayoutError as err:
         module.fail_json(msg=err.msg, changes=changes)
     result = dict(changed=bool(changes), changes=changes)
+    if p['compile_cache']:
+        result['compile_cache'] = caches(module, p['compile_cache'], changes, diffs)
+        result['changed'] = bool(changes)
     if module._diff:
         result['diff'] = diffs
     module.exit_json(**result)

@@ -527,8 +527,9 @@ def deployed_over(holder: Dict[str, Any], before: Optional[str], after: Optional
 # ------------------------------------------------------------------------------------------------ configure
 
 def layout_args(ctx: Context) -> Dict[str, Any]:
-    """The account, directories and log file, for one run of llmops.sglang.sglang_service_layout (was seven runs of
-    ansible.builtin's group, getent, user and file: four payloads to build and seven module runs per host)."""
+    """The account, directories, log file and compile caches, for one run of llmops.sglang.sglang_service_layout (was
+    seven runs of ansible.builtin's group, getent, user and file and one of llmops.sglang.sglang_compile_cache: five
+    payloads to build and eight module runs per host)."""
     inputs = ctx.inputs
     args: Dict[str, Any] = {}
     if inputs.create_user:
@@ -543,11 +544,17 @@ def layout_args(ctx: Context) -> Dict[str, Any]:
         # SGLang logs its server_args (an API key read through --config among them): readable by root and the service's
         # group only, before systemd's append: creates it world-readable
         args['paths'].append({'path': inputs.log_path, 'state': 'file', 'owner': 'root', 'group': inputs.group, 'mode': '0640'})
+    if inputs.warm_caches:
+        args['compile_cache'] = {'root': inputs.cache_dir, 'version': inputs.version, 'owner': inputs.user, 'group': inputs.group,
+                                 'keep': inputs.cache_keep, 'environment': inputs.environment}
     return args
 
 
 def create_layout(ctx: Context) -> None:
-    ctx.run('llmops.sglang.sglang_service_layout', layout_args(ctx), 'service account and directories')
+    """The layout; with sglang_service_warm_caches, the compile caches' environment and directories in ctx.facts.caches."""
+    res = ctx.run('llmops.sglang.sglang_service_layout', layout_args(ctx), 'service account, directories and compile caches')
+    if ctx.inputs.warm_caches:
+        ctx.facts.caches = found(res.get('compile_cache') or {}, 'environment', 'dirs', 'state')
 
 
 def keeps_files(inputs: Inputs) -> bool:
@@ -640,11 +647,6 @@ def step_configure(ctx: Context) -> None:
     if inputs.preflight and inputs.preflight_enforce and p.rank_problems:
         raise StepFailed(' | '.join(list(p.rank_problems) + ['%s.service was not touched' % inputs.name]), 'pre-flight')
     create_layout(ctx)
-    if inputs.warm_caches:
-        res = ctx.run('llmops.sglang.sglang_compile_cache', {
-            'root': inputs.cache_dir, 'version': inputs.version, 'owner': inputs.user, 'group': inputs.group,
-            'keep': inputs.cache_keep, 'environment': inputs.environment}, 'compile caches')
-        ctx.facts.caches = found(res, 'environment', 'dirs', 'state')
     write_files(ctx)
     ctx.facts.own_reasons = list(ctx.plan.own_reasons)
 

@@ -10,12 +10,15 @@ Private module_utils: runs on the target host, Python 3.9+, standard library onl
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
 import re
 import shutil
+import time
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 MARKER = '.llmops-sglang-cache.json'  # only directories holding it are ever pruned
 
@@ -144,3 +147,51 @@ def owner_of(path):
 def describe(cache_plan, arch: Optional[str]):
     return '%s (%s)%s' % (cache_plan.path, 'GPU %s' % arch if arch else 'no GPU seen',
                           '; pruned %s' % ', '.join(os.path.basename(p) for p in cache_plan.prune) if cache_plan.prune else '')
+
+
+def detect_arch(nvidia_smi: Optional[str], run: Callable) -> Optional[str]:
+    """The GPU architecture from ``nvidia-smi`` (its path, or None where the host has none); None without a GPU."""
+    if not nvidia_smi:
+        return None
+    rc, out, _err = run([nvidia_smi, '--query-gpu=compute_cap', '--format=csv,noheader'])
+    return gpu_arch(out) if rc == 0 else None
+
+
+def ids(owner: Optional[str], group: Optional[str], check_mode: bool) -> Optional[Tuple[int, int]]:
+    """uid, gid of owner/group (default: the user running it and its primary group); None in check mode when the user
+    does not exist yet (the role creates it first)."""
+    try:
+        entry = pwd.getpwnam(owner) if owner else pwd.getpwuid(os.getuid())
+        gid = grp.getgrnam(group).gr_gid if group else entry.pw_gid
+        return entry.pw_uid, gid
+    except KeyError:
+        if check_mode:
+            return None
+        raise CacheError('owner %r or group %r does not exist on the host; create the service user first' % (owner, group))
+
+
+def prepare(spec: Dict[str, Any], arch: Optional[str], check_mode: bool) -> Tuple[Dict[str, Any], Dict[str, str]]:
+    """The cache directories of ``spec`` (the options of llmops.sglang.sglang_compile_cache: root, version, owner, group,
+    keep, environment) for GPU ``arch``, created and pruned unless ``check_mode``; returns the module's result (changed,
+    path, arch, environment, dirs, created, pruned, msg) and the diff of the root's directories. Raises CacheError."""
+    root = spec['root']
+    if spec['keep'] < 1:
+        raise CacheError('keep must be 1 or more (the current cache directory is always kept), got %d' % spec['keep'])
+    try:
+        existing = scan(root)
+        cache_plan = plan(root, version_dir_name(spec['version'], arch), spec['environment'] or {}, spec['keep'], existing)
+        created = missing(cache_plan)
+        changed = bool(created or cache_plan.prune)
+        owner = ids(spec.get('owner'), spec.get('group'), check_mode)
+        if changed and not check_mode:
+            if not os.path.isdir(root):
+                os.makedirs(root, mode=0o755)
+            apply(cache_plan, spec['version'], arch, owner[0], owner[1], time.time())
+    except OSError as err:
+        raise CacheError('cannot prepare the cache directories under %s: %s. Run the task as root (become: true).' % (root, err))
+    result = dict(changed=changed, path=cache_plan.path, arch=arch, environment=cache_plan.environment, dirs=cache_plan.dirs,
+                  created=created, pruned=cache_plan.prune, msg=describe(cache_plan, arch))
+    after = sorted((set(existing) | {os.path.basename(cache_plan.path)}) - set(os.path.basename(d) for d in cache_plan.prune))
+    diff = dict(before='\n'.join(sorted(existing)) + '\n' if existing else '', after='\n'.join(after) + '\n',
+                before_header=root, after_header=root)
+    return result, diff

@@ -88,3 +88,41 @@ def test_the_module_makes_directories_and_log_once_and_check_mode_writes_nothing
     again = run_in_process(sglang_service_layout.main, capsys, args, False, False)
     assert (again['changed'], again['changes']) == (False, [])
     assert (logs / 'sglang.log').read_text() == 'a line\n'  # an existing log is never truncated
+
+
+def test_the_module_makes_the_compile_caches_after_the_paths_in_the_same_run(capsys, tmp_path):
+    """compile_cache: llmops.sglang.sglang_compile_cache's work in the layout's run (one module run and payload fewer
+    per deploy): the caches under a root the paths made, check mode writes nothing, a second run changes nothing."""
+    owner, group = me()
+    root = tmp_path / 'cache'
+    args = {'paths': [{'path': str(root), 'owner': owner, 'group': group, 'mode': '0755'}],
+            'compile_cache': {'root': str(root), 'version': '0.5.9', 'arch': 'sm90', 'owner': owner, 'group': group,
+                              'environment': {'TRITON_CACHE_DIR': '/srv/triton'}}}
+    dry = run_in_process(sglang_service_layout.main, capsys, args, True, True)
+    current = root / '0.5.9-sm90'
+    assert dry['changes'] == ['directory %s created' % root, 'compile caches %s (GPU sm90)' % current]
+    assert dry['compile_cache']['created'][0] == str(current) and not root.exists()
+    assert dry['diff'][-1] == {'before': '', 'after': '0.5.9-sm90\n', 'before_header': str(root), 'after_header': str(root)}
+    done = run_in_process(sglang_service_layout.main, capsys, args, False, False)
+    cache = done['compile_cache']
+    assert done['changed'] and cache['path'] == str(current) and cache['arch'] == 'sm90'
+    assert 'TRITON_CACHE_DIR' not in cache['environment'] and cache['dirs']['triton'] == '/srv/triton'  # the user's own
+    assert cache['environment']['SGLANG_DG_CACHE_DIR'] == str(current / 'deep_gemm')
+    assert sorted(os.listdir(current)) == ['.llmops-sglang-cache.json', 'cuda', 'deep_gemm', 'flashinfer', 'inductor', 'sglang']
+    again = run_in_process(sglang_service_layout.main, capsys, args, False, False)
+    assert (again['changed'], again['changes'], again['compile_cache']['created']) == (False, [], [])
+    plain = run_in_process(sglang_service_layout.main, capsys, {'paths': args['paths']}, False, False)
+    assert 'compile_cache' not in plain  # none asked, none made or reported
+
+
+def test_the_compile_caches_of_a_user_still_to_be_made(capsys, tmp_path):
+    """Check mode before the account exists reports the caches; a real run with an unknown owner fails naming it and
+    what was already done."""
+    owner, group = me()
+    spec = {'root': str(tmp_path / 'cache'), 'version': '0.5.9', 'arch': 'sm90', 'owner': 'no-such-user-4711', 'group': group}
+    paths = [{'path': str(tmp_path / 'etc'), 'owner': owner, 'group': group, 'mode': '0755'}]
+    dry = run_in_process(sglang_service_layout.main, capsys, {'paths': paths, 'compile_cache': spec}, True, False)
+    assert dry['changed'] and dry['compile_cache']['created'][0] == str(tmp_path / 'cache' / '0.5.9-sm90')
+    bad = run_in_process(sglang_service_layout.main, capsys, {'paths': paths, 'compile_cache': spec}, False, False)
+    assert bad['failed'] and "owner 'no-such-user-4711'" in bad['msg'] and 'create the service user first' in bad['msg']
+    assert bad['changes'] == ['directory %s created' % (tmp_path / 'etc')] and not (tmp_path / 'cache').exists()

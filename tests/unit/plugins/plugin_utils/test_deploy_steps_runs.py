@@ -339,3 +339,29 @@ def test_the_rollback_task_takes_rank_0s_verdict_first_and_a_rank_above_0_rolls_
         assert rank1.facts.gate['status'] == gate['status']  # rank 0's verdict, taken in the same task
         assert bool(rank1.facts.rollback) is rolls_back
         assert ('sglang_restart' in names(host)) is rolls_back
+
+
+CACHES = {'changed': True, 'path': '/var/cache/sglang/0.5.9-sm90', 'arch': 'sm90',
+          'environment': {'TRITON_CACHE_DIR': '/var/cache/sglang/0.5.9-sm90/triton'},
+          'dirs': {'triton': '/var/cache/sglang/0.5.9-sm90/triton'}, 'created': [], 'pruned': [], 'msg': '...'}
+
+
+def test_the_compile_caches_are_made_in_the_layouts_run_and_reach_the_environment_file():
+    """One module run and one payload fewer per first deploy: sglang_service_layout makes the caches (its compile_cache
+    option), no sglang_compile_cache run; their environment goes into the environment file as before."""
+    host = RecordingHost({'llmops.sglang.sglang_service_layout': {'changed': True, 'compile_cache': CACHES}})
+    ctx = context(host, Facts())
+    step_configure(ctx)
+    assert names(host)[0] == 'sglang_service_layout' and 'sglang_compile_cache' not in names(host)
+    assert host.runs[0][1]['compile_cache'] == {'root': '/var/cache/sglang', 'version': '0.5.9', 'owner': 'sglang',
+                                                'group': 'sglang', 'keep': 3, 'environment': {}}
+    assert ctx.facts.caches == {'environment': CACHES['environment'], 'dirs': CACHES['dirs'], 'state': None}
+    [env_file] = [args['content'] for name, args in host.runs if name.endswith('sglang_config_file') and args['dest'] == ctx.plan.paths.env]
+    assert 'TRITON_CACHE_DIR="/var/cache/sglang/0.5.9-sm90/triton"\n' in env_file
+
+
+def test_without_warm_caches_the_layout_makes_no_caches():
+    host = RecordingHost({'llmops.sglang.sglang_service_layout': {'changed': False}})
+    ctx = context(host, Facts(), sglang_service_warm_caches=False)
+    step_configure(ctx)
+    assert 'compile_cache' not in host.runs[0][1] and ctx.facts.caches is None
