@@ -11,7 +11,8 @@ payload, about 465 KB, on every full deploy of every host that never had a guard
    query saw its files): changed, every file of the guard gone, the server not restarted.
 4. The run after it: changed=0, and again no sglang_guard run.
 
-The first deploy's restart is one module run, sglang_restart: no stat of the log, systemctl reset-failed command,
+The first deploy makes the compile caches in its sglang_service_layout run (no sglang_compile_cache run). Its restart is
+one module run, sglang_restart: no stat of the log, systemctl reset-failed command,
 systemd_service or sglang_run_offset around it, and its wheelhouse is sent without a stat of each file first (issue
 21, each a module run per host).
 
@@ -86,6 +87,12 @@ def test_the_guard_off_runs_sglang_guard_only_where_a_guard_is_installed(tmp_pat
         assert modes.stdout.split('\n')[:2] == ['755 root', '644 root'], modes.stdout
         assert guard_runs == 0, 'a first deploy with the guard off ran sglang_guard'
         assert present(node) == []
+        # the compile caches made in the layout's run (no sglang_compile_cache run), owned by the service user, and
+        # the environment file pointing at them
+        assert modules.count('sglang_service_layout.py') == 1 and 'sglang_compile_cache.py' not in modules, modules
+        caches = fh.ssh(node, 'stat -c "%n %U %a" /var/cache/sglang/0.5.9/triton; grep ^TRITON_CACHE_DIR= /etc/sglang/sglang.env')
+        assert caches.stdout.split('\n')[:2] == ['/var/cache/sglang/0.5.9/triton sglang 750',
+                                                'TRITON_CACHE_DIR="/var/cache/sglang/0.5.9/triton"'], caches.stdout
 
         proc, rows, guard_runs, _modules = deploy(node, tmp_path, 'on', True)
         assert guard_runs == 1 and present(node) == list(GUARD_FILES), proc.stdout[-3000:]
