@@ -137,15 +137,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.host._command import
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type='path', required=True),
-            version=dict(type='str', required=True),
-            arch=dict(type='str'),
-            owner=dict(type='str'),
-            group=dict(type='str'),
-            keep=dict(type='int', default=3),
-            environment=dict(type='dict', default={}),
-        ),
+        argument_spec=dict(cc.OPTIONS),
         supports_check_mode=True,
     )
     p = module.params

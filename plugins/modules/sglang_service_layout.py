@@ -76,30 +76,30 @@ options:
     type: dict
     suboptions:
       root:
-        description: The directory holding one cache directory per SGLang version, for example V(/var/cache/sglang).
+        description: As O(llmops.sglang.sglang_compile_cache#module:root), for example V(/var/cache/sglang).
         type: path
         required: true
       version:
-        description: The SGLang version the caches are for.
+        description: As O(llmops.sglang.sglang_compile_cache#module:version).
         type: str
         required: true
       arch:
-        description: GPU architecture part of the directory name; default is read from C(nvidia-smi) (none without it).
+        description: As O(llmops.sglang.sglang_compile_cache#module:arch) (default read from C(nvidia-smi)).
         type: str
       owner:
-        description: Owner of the cache directories; default is the user running the module.
+        description: As O(llmops.sglang.sglang_compile_cache#module:owner), usually O(user).
         type: str
       group:
-        description: Group of the cache directories; default is the primary group of O(compile_cache.owner).
+        description: As O(llmops.sglang.sglang_compile_cache#module:group), usually O(group).
         type: str
       keep:
-        description: Cache directories kept, the current one included.
-        type: int
+        description: As O(llmops.sglang.sglang_compile_cache#module:keep).
         default: 3
+        type: int
       environment:
-        description: The server's own environment settings; a cache variable set there is not overridden.
-        type: dict
+        description: As O(llmops.sglang.sglang_compile_cache#module:environment).
         default: {}
+        type: dict
 notes:
   - Linux with C(groupadd), C(useradd) and C(usermod) (shadow-utils). SELinux contexts and ACLs are left as they are.
 extends_documentation_fragment:
@@ -176,9 +176,6 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _compi
 
 PATH_OPTIONS = dict(path=dict(type='path', required=True), state=dict(type='str', choices=['directory', 'file'], default='directory'),
                     owner=dict(type='str', required=True), group=dict(type='str', required=True), mode=dict(type='str', required=True))
-CACHE_OPTIONS = dict(root=dict(type='path', required=True), version=dict(type='str', required=True), arch=dict(type='str'),
-                     owner=dict(type='str'), group=dict(type='str'), keep=dict(type='int', default=3),
-                     environment=dict(type='dict', default={}))
 
 
 def _specs(module, items):
@@ -211,7 +208,7 @@ def main():
             user=dict(type='str'), group=dict(type='str'), home=dict(type='path'),
             shell=dict(type='path', default='/usr/sbin/nologin'), groups=dict(type='list', elements='str', default=[]),
             paths=dict(type='list', elements='dict', default=[], options=PATH_OPTIONS),
-            compile_cache=dict(type='dict', options=CACHE_OPTIONS),
+            compile_cache=dict(type='dict', options=dict(cc.OPTIONS)),
         ),
         required_by=dict(user=('group', 'home')),
         supports_check_mode=True,

@@ -91,8 +91,8 @@ def test_the_guard_off_runs_sglang_guard_only_where_a_guard_is_installed(tmp_pat
         # the environment file pointing at them
         assert modules.count('sglang_service_layout.py') == 1 and 'sglang_compile_cache.py' not in modules, modules
         caches = fh.ssh(node, 'stat -c "%n %U %a" /var/cache/sglang/0.5.9/triton; grep ^TRITON_CACHE_DIR= /etc/sglang/sglang.env')
-        assert caches.stdout.split('\n')[:2] == ['/var/cache/sglang/0.5.9/triton sglang 750',
-                                                'TRITON_CACHE_DIR="/var/cache/sglang/0.5.9/triton"'], caches.stdout
+        want = ['/var/cache/sglang/0.5.9/triton sglang 750', 'TRITON_CACHE_DIR="/var/cache/sglang/0.5.9/triton"']
+        assert caches.stdout.split('\n')[:2] == want, caches.stdout
 
         proc, rows, guard_runs, _modules = deploy(node, tmp_path, 'on', True)
         assert guard_runs == 1 and present(node) == list(GUARD_FILES), proc.stdout[-3000:]

@@ -43,6 +43,12 @@ CACHE_VARIABLES = (
 _SAFE = re.compile(r'[^A-Za-z0-9._+-]')
 
 
+# The options of llmops.sglang.sglang_compile_cache, also sglang_service_layout's compile_cache suboptions
+OPTIONS = dict(root=dict(type='path', required=True), version=dict(type='str', required=True), arch=dict(type='str'),
+               owner=dict(type='str'), group=dict(type='str'), keep=dict(type='int', default=3),
+               environment=dict(type='dict', default={}))
+
+
 class CacheError(Exception):
     def __init__(self, msg):
         super().__init__(msg)
