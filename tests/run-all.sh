@@ -254,8 +254,9 @@ if command -v pyenv >/dev/null 2>&1; then
 fi
 export HOME=$CI_DIR/home
 mkdir -p "$HOME"
-# molecule installs the collection under test into ~/.ansible/collections; a copy left there by an earlier run
-# would shadow this checkout for ansible-lint, which resolves the collection's modules there first.
+# molecule's prerun (off since extensions/molecule/config.yml says prerun: false) installed the collection under test
+# into ~/.ansible/collections; a copy left there by an earlier run would shadow this checkout for ansible-lint, which
+# resolves the collection's modules there first, and for the molecule scenarios.
 rm -rf "$HOME/.ansible/collections/ansible_collections/llmops/sglang"
 
 say "setup: copy of the checkout at $COLL"
@@ -332,7 +333,8 @@ sanity_other_pythons() {
 # The scenarios in LLMOPS_MOLECULE_WORKERS (2) groups at once, each group one 'molecule test -s' after the other (every
 # scenario boots and stops its own hosts, so two groups never share one). Molecule's own --workers is experimental
 # and loses the create playbook's instance config (its hosts resolve to their names). Each group has a HOME of its
-# own: molecule installs the collection under test into ~/.ansible/collections, and two installs at once collide.
+# own (molecule's state and ephemeral directories); a copy of the collection an older molecule prerun left there would
+# shadow the checkout (ANSIBLE_COLLECTIONS_PATH), so it is removed.
 # Minutes each scenario took in the last full run (fresh clone of 75a3a28, 2026-12-03 08:26 UTC; each prints '=== molecule
 # scenario S: ... in N s'); the longest goes first onto the group with the fewest minutes so far, so the groups end
 # together (by the old figures they ended 2360 s and 1600 s; by these, 1922 s and 2038 s). A scenario not listed counts 5.
@@ -409,8 +411,8 @@ stock_debian() {
 
 # shellcheck disable=SC2317  # runs through run_step
 molecule_paramiko() {
-    # a HOME of its own, as each molecule group has: molecule installs the collection under test into
-    # ~/.ansible/collections, where ansible-lint (lane S, the run's HOME) would find it first
+    # a HOME of its own, as each molecule group has (a copy of the collection an older molecule prerun left in
+    # ~/.ansible/collections would shadow the checkout, so it is removed)
     local home=$CI_DIR/home-molecule-paramiko
     rm -rf "$home/.ansible/collections/ansible_collections/llmops/sglang"
     mkdir -p "$home"
