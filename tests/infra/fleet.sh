@@ -28,6 +28,8 @@
 #   LLMOPS_FLEET_DIR        state directory (default /var/tmp/llmops-fleet)
 #   LLMOPS_FLEET_SUITE      Debian suite of the rootfs (default bookworm)
 #   LLMOPS_FLEET_BOOT_TIMEOUT  seconds to wait for sshd + systemd per "up" (default 90)
+#   LLMOPS_FLEET_STOP_GRACE    seconds "down" lets a node power off cleanly before SIGKILL (default 15; 0: kill at
+#                              once, for hosts that are thrown away: molecule's destroy)
 #   LLMOPS_FLEET_PYTHON     Python used by "wheelhouse" (default python3)
 #   LLMOPS_STANDIN_SRC      checkout root holding tests/standin and tests/fixtures (default: this checkout)
 #   LLMOPS_FLEET_PERSIST    1 = "up" boots every node as with --persist
@@ -44,6 +46,7 @@ set -euo pipefail
 DIR=${LLMOPS_FLEET_DIR:-/var/tmp/llmops-fleet}
 SUITE=${LLMOPS_FLEET_SUITE:-bookworm}
 BOOT_TIMEOUT=${LLMOPS_FLEET_BOOT_TIMEOUT:-90}
+STOP_GRACE=${LLMOPS_FLEET_STOP_GRACE:-15}
 HUB=llmops-hub
 HUB_ADDR=10.213.0.1
 NET_PREFIX=10.213.0
@@ -529,11 +532,11 @@ down_nodes() {
         stop_launcher "$name"
         pid=$(cat "$DIR/nodes/$name.pid" 2>/dev/null || true)
         if [[ -n $pid ]] && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == systemd-nspawn ]]; then
-            kill -TERM "$pid" 2>/dev/null || true
+            if ((STOP_GRACE > 0)); then kill -TERM "$pid" 2>/dev/null || true; else kill -KILL "$pid" 2>/dev/null || true; fi
             pids+=("$pid")
         fi
     done
-    deadline=$((SECONDS + 15))
+    deadline=$((SECONDS + STOP_GRACE))
     for pid in "${pids[@]}"; do
         while [[ -d /proc/$pid ]] && ((SECONDS < deadline)); do sleep 0.05; done
         if [[ -d /proc/$pid ]]; then kill -KILL "$pid" 2>/dev/null || true; fi
