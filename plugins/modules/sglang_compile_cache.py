@@ -142,11 +142,10 @@ def main():
     )
     p = module.params
     try:
-        arch = p['arch'] if p['arch'] is not None else cc.detect_arch(module.get_bin_path('nvidia-smi'), module_runner(module))
-        result, diff = cc.prepare(p, arch, module.check_mode)
+        result, diff = cc.prepare(p, module.check_mode, module_runner(module), module.get_bin_path, want_diff=module._diff)
     except cc.CacheError as err:
         module.fail_json(msg=err.msg)
-    if module._diff:
+    if diff is not None:
         result['diff'] = diff
     module.exit_json(**result)
 

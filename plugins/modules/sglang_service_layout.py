@@ -192,13 +192,13 @@ def _specs(module, items):
 def caches(module, spec, changes, diffs):
     """The compile caches after the account (their owner) and the paths: llmops.sglang.sglang_compile_cache's work."""
     try:
-        arch = spec['arch'] if spec['arch'] is not None else cc.detect_arch(module.get_bin_path('nvidia-smi'), module_runner(module))
-        res, diff = cc.prepare(spec, arch, module.check_mode)
+        res, diff = cc.prepare(spec, module.check_mode, module_runner(module), module.get_bin_path, want_diff=module._diff)
     except cc.CacheError as err:
         module.fail_json(msg=err.msg, changes=changes)
     if res['changed']:
         changes.append('compile caches %s' % res['msg'])
-        diffs.append(diff)
+        if diff is not None:
+            diffs.append(diff)
     return res
 
 
@@ -235,10 +235,10 @@ def main():
             do(lay.plan_paths([spec]))
     except lay.LayoutError as err:
         module.fail_json(msg=err.msg, changes=changes)
-    result = dict(changed=bool(changes), changes=changes)
+    result = dict(changes=changes)
     if p['compile_cache']:
         result['compile_cache'] = caches(module, p['compile_cache'], changes, diffs)
-        result['changed'] = bool(changes)
+    result['changed'] = bool(changes)
     if module._diff:
         result['diff'] = diffs
     module.exit_json(**result)

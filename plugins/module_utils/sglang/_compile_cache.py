@@ -176,10 +176,14 @@ def ids(owner: Optional[str], group: Optional[str], check_mode: bool) -> Optiona
         raise CacheError('owner %r or group %r does not exist on the host; create the service user first' % (owner, group))
 
 
-def prepare(spec: Dict[str, Any], arch: Optional[str], check_mode: bool) -> Tuple[Dict[str, Any], Dict[str, str]]:
-    """The cache directories of ``spec`` (the options of llmops.sglang.sglang_compile_cache: root, version, owner, group,
-    keep, environment) for GPU ``arch``, created and pruned unless ``check_mode``; returns the module's result (changed,
-    path, arch, environment, dirs, created, pruned, msg) and the diff of the root's directories. Raises CacheError."""
+def prepare(spec: Dict[str, Any], check_mode: bool, run: Callable, which: Callable[[str], Optional[str]],
+            want_diff: bool = False) -> Tuple[Dict[str, Any], Optional[Dict[str, str]]]:
+    """The cache directories of ``spec`` (the options of llmops.sglang.sglang_compile_cache: root, version, arch, owner,
+    group, keep, environment), created and pruned unless ``check_mode``. The GPU architecture is ``spec['arch']``, or
+    what ``nvidia-smi`` (found with ``which``, run with ``run``) reports. Returns the module's result (changed, path,
+    arch, environment, dirs, created, pruned, msg) and, when ``want_diff``, the diff of the root's directories (else
+    None). Raises CacheError."""
+    arch = spec['arch'] if spec.get('arch') is not None else detect_arch(which('nvidia-smi'), run)
     root = spec['root']
     if spec['keep'] < 1:
         raise CacheError('keep must be 1 or more (the current cache directory is always kept), got %d' % spec['keep'])
@@ -197,6 +201,8 @@ def prepare(spec: Dict[str, Any], arch: Optional[str], check_mode: bool) -> Tupl
         raise CacheError('cannot prepare the cache directories under %s: %s. Run the task as root (become: true).' % (root, err))
     result = dict(changed=changed, path=cache_plan.path, arch=arch, environment=cache_plan.environment, dirs=cache_plan.dirs,
                   created=created, pruned=cache_plan.prune, msg=describe(cache_plan, arch))
+    if not want_diff:
+        return result, None
     after = sorted((set(existing) | {os.path.basename(cache_plan.path)}) - set(os.path.basename(d) for d in cache_plan.prune))
     diff = dict(before='\n'.join(sorted(existing)) + '\n' if existing else '', after='\n'.join(after) + '\n',
                 before_header=root, after_header=root)

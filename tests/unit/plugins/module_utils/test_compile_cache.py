@@ -95,3 +95,32 @@ def test_module_without_gpu_and_unknown_owner(tmp_path, capsys):
     assert 'SGLANG_CACHE_DIR' not in res['environment']
     bad = run_module(capsys, {'root': str(tmp_path), 'version': '0.5.9', 'owner': 'no-such-user-4711'})
     assert bad['failed'] and 'create the service user first' in bad['msg']
+
+
+def test_the_arch_comes_from_nvidia_smi_when_not_given(tmp_path, capsys, monkeypatch):
+    """prepare resolves the architecture itself (one place for sglang_compile_cache and sglang_service_layout): a real
+    executable named nvidia-smi on PATH, answering the query the way the driver's tool does (one line per GPU)."""
+    bin_dir = tmp_path / 'bin'
+    bin_dir.mkdir()
+    smi = bin_dir / 'nvidia-smi'
+    smi.write_text('#!/bin/sh\n[ "$1" = --query-gpu=compute_cap ] && [ "$2" = --format=csv,noheader ] || exit 2\n'
+                   'printf "12.0\\n12.0\\n"\n')
+    smi.chmod(0o755)
+    monkeypatch.setenv('PATH', '%s:%s' % (bin_dir, os.environ.get('PATH', '')))
+    res = run_module(capsys, {'root': str(tmp_path / 'cache'), 'version': '0.5.9'})
+    assert (res['arch'], res['path']) == ('sm120', str(tmp_path / 'cache' / '0.5.9-sm120'))
+    assert 'diff' not in res  # built only in diff mode
+    given = run_module(capsys, {'root': str(tmp_path / 'cache'), 'version': '0.5.9', 'arch': 'sm90'}, diff=True)
+    assert given['arch'] == 'sm90' and given['diff']['after'] == '0.5.9-sm120\n0.5.9-sm90\n'
+
+
+def test_prepare_builds_the_diff_only_when_asked(tmp_path):
+    def no_run(argv):
+        raise AssertionError('nvidia-smi must not run when the arch is given: %r' % (argv,))
+
+    spec = {'root': str(tmp_path), 'version': '0.5.9', 'arch': 'sm90', 'owner': None, 'group': None, 'keep': 3,
+            'environment': {}}
+    result, diff = cc.prepare(spec, True, no_run, lambda name: '/usr/bin/' + name)
+    assert (result['changed'], result['arch'], diff) == (True, 'sm90', None)
+    _result, diff = cc.prepare(spec, True, no_run, lambda name: None, want_diff=True)
+    assert diff == {'before': '', 'after': '0.5.9-sm90\n', 'before_header': str(tmp_path), 'after_header': str(tmp_path)}
