@@ -254,6 +254,11 @@ if command -v pyenv >/dev/null 2>&1; then
 fi
 export HOME=$CI_DIR/home
 mkdir -p "$HOME"
+# README's ansible.cfg polls the hosts' results every 50 ms (ansible-core's default: 1 ms, burning controller CPU while
+# a task waits); the pytest tier's ansible-playbook runs read it from ~/.ansible.cfg (a key without an environment
+# variable), molecule's from extensions/molecule/config.yml
+printf '# written by tests/run-all.sh: README ansible.cfg polling\n[defaults]\ninternal_poll_interval = 0.05\n' \
+    >"$HOME/.ansible.cfg"
 # molecule's prerun (off since extensions/molecule/config.yml says prerun: false) installed the collection under test
 # into ~/.ansible/collections; a copy left there by an earlier run would shadow this checkout for ansible-lint, which
 # resolves the collection's modules there first, and for the molecule scenarios.
