@@ -183,7 +183,9 @@ def boot(name, work):
 
 
 def down(name):
-    run([FLEET, 'down', name])
+    """Stop test host NAME at once (SIGKILL, LLMOPS_FLEET_STOP_GRACE=0): it is thrown away, so a clean power-off (up to
+    fleet.sh's 15 s grace while its units stop) would only cost time."""
+    run([FLEET, 'down', name], env=dict(os.environ, LLMOPS_FLEET_STOP_GRACE='0'))
 
 
 @contextlib.contextmanager

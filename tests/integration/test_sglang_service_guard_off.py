@@ -47,6 +47,9 @@ def deploy(node, work, name, guard):
         'sglang_service_pip_extra_args': ['--no-deps', '--no-compile'], 'sglang_service_wheelhouse': node['wheelhouse'],
         'sglang_service_args': {'model-path': 'zai-org/GLM-5-FP8', 'tp-size': 8},
         'sglang_service_wait_timeout': 60, 'sglang_service_stall_timeout': 30,
+        # the recordings crash before ready or stay up: a 2 s stability window proves the start as well as the
+        # role's 15 s default, 13 s sooner per deploy
+        'sglang_service_stable_for': 2,
         'sglang_service_launch_command': ['/usr/bin/python3', '/opt/llmops-standin/sglang_standin.py', '--max-seconds', '2',
                                           '--recording', '/opt/llmops-standin/recordings/rocm-tp2-multimodal-ready-no-cuda-graph'],
         'sglang_report_path': report, 'sglang_service_guard': guard,

@@ -43,6 +43,9 @@ def deploy(node, work, name, recording, api_key):
         'sglang_deploy_hosts': 'all', 'nvidia_driver_enabled': False, 'sglang_service_version': '0.5.9',
         'sglang_service_pip_extra_args': ['--no-deps', '--no-compile'], 'sglang_service_wheelhouse': os.path.join(str(work), 'wheelhouse'),
         'sglang_service_args': ARGS, 'sglang_service_wait_timeout': 60, 'sglang_service_stall_timeout': 30,
+        # the recordings crash before ready or stay up: a 2 s stability window proves the start as well as the
+        # role's 15 s default, 13 s sooner per deploy
+        'sglang_service_stable_for': 2,
         'sglang_service_rollback': True, 'sglang_service_api_key': api_key,
         'sglang_service_launch_command': ['/usr/bin/python3', '/opt/llmops-standin/sglang_standin.py', '--max-seconds', '2',
                                           '--recording', '/opt/llmops-standin/recordings/' + recording],
