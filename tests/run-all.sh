@@ -397,20 +397,32 @@ molecule_all() {
 # 17 min under load (capped at 20), so it starts only when at most STOCK_BUDGET seconds of the run were spent when the
 # first of lanes A and B is done: the run then still ends within CI's 90 min.
 STOCK_BUDGET=${LLMOPS_CI_STOCK_BUDGET:-2700}
+# The ready demo runs once per suite, here: test_demo.py's ready test (deselected from the pytest lane) holds its
+# assertions on the run this step saves (LLMOPS_DEMO_READY_RUN), and runs the demo itself when the step has no time
+# for the stock Debian.
+READY_TEST=tests/integration/test_demo.py::test_demo_ready_then_unchanged
+# shellcheck disable=SC2317  # runs through run_step
+ready_test() {
+    PYTHONPATH=$COLL_ROOT python -m pytest -p no:cacheprovider -q -rfEs "$READY_TEST"
+}
 # shellcheck disable=SC2317  # runs through run_step
 stock_debian() {
-    local spent
+    local spent saved=$CI_DIR/demo-ready-run
     spent=$(elapsed "$T_START")
     if awk -v s="$spent" -v b="$STOCK_BUDGET" 'BEGIN{exit !(s > b)}'; then
+        echo "${spent} s spent already (the stock Debian runs when at most $STOCK_BUDGET s were): the ready demo runs on this machine"
+        ready_test || return
         # shellcheck disable=SC2031  # set by lane_step for this step
-        echo "${spent} s spent already (it runs when at most $STOCK_BUDGET s were); run it with 'bash tests/infra/stock-debian.sh'" \
+        echo "${spent} s spent already (it runs when at most $STOCK_BUDGET s were; the ready demo passed on this machine); run it with 'bash tests/infra/stock-debian.sh'" \
             >"$SKIP_FILE"
         return "$SKIPPED"
     fi
-    rm -rf "$CI_DIR/stock-debian"
-    LLMOPS_STOCK_DIR="$CI_DIR/stock-debian" timeout -k 30 1200 bash tests/infra/stock-debian.sh
+    rm -rf "$CI_DIR/stock-debian" "$saved"
+    LLMOPS_STOCK_DIR="$CI_DIR/stock-debian" LLMOPS_STOCK_SAVE=$saved timeout -k 30 1200 bash tests/infra/stock-debian.sh
     local rc=$?
     rm -rf "$CI_DIR/stock-debian"
+    echo "== the ready test over that run ($saved)"
+    LLMOPS_DEMO_READY_RUN=$saved ready_test || rc=1
     return "$rc"
 }
 
@@ -430,6 +442,9 @@ molecule_paramiko() {
 # only collects tests/unit to prove that the collection also imports with PYTHONPATH alone (style.md: "check that once
 # in CI").
 PYTEST_DIRS=(tests/integration)
+# the ready demo's test runs in the stock-debian step (below), unless that step is skipped by name
+READY_ELSEWHERE=()
+[[ " ${LLMOPS_CI_SKIP:-} " == *" stock-debian "* ]] || READY_ELSEWHERE=(--deselect "$READY_TEST")
 [[ -d $COLL/tests/system ]] && PYTEST_DIRS+=(tests/system)
 # shellcheck disable=SC2317  # runs in a lane
 pytest_plain() {
@@ -439,7 +454,7 @@ pytest_plain() {
     # shellcheck disable=SC2086
     PYTHONPATH=$COLL_ROOT timeout -k 30 3000 python -m pytest -p no:cacheprovider -q -rfEs \
         --continue-on-collection-errors --durations=25 -n "${LLMOPS_PYTEST_WORKERS:-3}" --dist loadgroup ${LLMOPS_PYTEST_ARGS:-} \
-        "${PYTEST_DIRS[@]}"
+        "${READY_ELSEWHERE[@]}" "${PYTEST_DIRS[@]}"
 }
 
 # the units run offline: the SGLang releases they read come from this cache (HOME/.cache/llmops-sglang); the

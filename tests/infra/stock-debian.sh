@@ -13,7 +13,10 @@
 #   bash tests/infra/stock-debian.sh bash tests/run-all.sh    # the whole suite (about an hour on 2 busy cores)
 #
 # Root only. State: ${LLMOPS_STOCK_DIR:-/var/tmp/llmops-stock-debian} (the rootfs is built once, ~1-3 min; the
-# checkout is copied again every run). The hosts it boots use the state directory /var/tmp/llmops-fleet-stock inside
+# checkout is copied again every run). LLMOPS_STOCK_SAVE=DIR keeps the run for a test to read afterwards: what it
+# printed (screen.txt, stdout and stderr as they interleave), its exit code (rc), its state directory (fleet-dir.txt),
+# the demo's full logs (demo-*.log) and the network namespaces right after it (netns-after.txt);
+# tests/integration/test_demo.py reads it (LLMOPS_DEMO_READY_RUN). The hosts it boots use the state directory /var/tmp/llmops-fleet-stock inside
 # the chroot: their namespaces and cgroups get that directory's own prefixes, apart from any other fleet.
 # tests/run-all.sh (so CI) runs the demo this way in a fresh state directory when the steps before it took at most
 # 30 minutes (10-17 min here: it installs everything from scratch); tests/integration/test_demo.py also runs the demo
@@ -51,7 +54,7 @@ if compgen -G '/usr/local/share/ca-certificates/*.crt' >/dev/null; then
 fi
 [ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
 
-rm -rf "$root/root/llmops.sglang"
+rm -rf "$root/root/llmops.sglang" "$root/root/llmops-run"
 mkdir -p "$root/root/llmops.sglang"
 (cd "$repo" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -C "$root/root/llmops.sglang" -xf -
 
@@ -65,19 +68,34 @@ echo "stock-debian.sh: running '$*' in $root (Debian $(cat "$root/etc/debian_ver
 set +e
 # shellcheck disable=SC2016  # the inner script gets its values as arguments
 unshare --pid --fork --mount --propagation private -- bash -c '
-  root=$1; shift
+  root=$1 save=$2; shift 2
   mount --bind "$root" "$root"  # / of the chroot is a mount point of its own (fleet.sh makes it a slave mount)
   mount -t proc proc "$root/proc"
   mount --rbind /sys "$root/sys"
   mount --rbind /dev "$root/dev"
   mount -t tmpfs tmpfs "$root/run"
   exec chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    TERM=dumb LLMOPS_DEMO_KEEP=0 LLMOPS_FLEET_DIR=/var/tmp/llmops-fleet-stock bash -c "
-      cd /root/llmops.sglang && \"\$@\"; rc=\$?
+    TERM=dumb LLMOPS_DEMO_KEEP=0 LLMOPS_FLEET_DIR=/var/tmp/llmops-fleet-stock SAVE=$save bash -c "
+      cd /root/llmops.sglang || exit 1
+      if [ -n \"\$SAVE\" ]; then
+        mkdir -p /root/llmops-run
+        \"\$@\" 2>&1 | tee /root/llmops-run/screen.txt; rc=\${PIPESTATUS[0]}
+        echo \$rc >/root/llmops-run/rc
+        ip netns list >/root/llmops-run/netns-after.txt 2>&1
+        echo \"\$LLMOPS_FLEET_DIR\" >/root/llmops-run/fleet-dir.txt
+        cp \"\$LLMOPS_FLEET_DIR\"/demo-*.log /root/llmops-run/ 2>/dev/null
+      else
+        \"\$@\"; rc=\$?
+      fi
       bash tests/infra/fleet.sh down --all >/dev/null 2>&1
       exit \$rc" stock-debian "$@"
-' stock-debian "$root" "$@"
+' stock-debian "$root" "${LLMOPS_STOCK_SAVE:+1}" "$@"
 rc=$?
 set -e
+if [ -n "${LLMOPS_STOCK_SAVE:-}" ]; then
+  rm -rf "$LLMOPS_STOCK_SAVE"
+  mkdir -p "$(dirname "$LLMOPS_STOCK_SAVE")"
+  if [ -d "$root/root/llmops-run" ]; then cp -a "$root/root/llmops-run" "$LLMOPS_STOCK_SAVE"; fi
+fi
 echo "stock-debian.sh: '$*' exited with $rc"
 exit "$rc"

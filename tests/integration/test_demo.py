@@ -24,6 +24,11 @@ Each holds, from that one run:
   NVIDIA's meaning of it, the guard's summary; exit code 0, at most GUARD_BUDGET lines;
 - nothing of the demo's hosts is left behind (network namespaces; the hub goes with the last host).
 
+The ready mode runs once per suite: tests/run-all.sh's stock-debian step runs README's command in a fresh stock Debian 12
+(tests/infra/stock-debian.sh, LLMOPS_STOCK_SAVE) and saves what it printed, its exit code, its full log and the network
+namespaces left after it; LLMOPS_DEMO_READY_RUN=<that directory> makes the ready test hold the same assertions on that
+run instead of running the demo again (the pytest lane deselects it; the stock-debian step runs it).
+
 Run:  python -m pytest tests/integration/test_demo.py   (root; PyPI and the Debian archive reachable)
 """
 
@@ -33,7 +38,9 @@ import hashlib
 import os
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import List, Optional
 
 import pytest
 
@@ -51,6 +58,31 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason='the demo boots system
 
 def _netns():
     return subprocess.run(['ip', 'netns', 'list'], capture_output=True, text=True, check=False).stdout
+
+
+@dataclass
+class DemoRun:
+    """One run of the demo: what it printed and where it kept its state. ``log`` is the full log's copy to read (the
+    run printed ``fleet_dir``/demo-MODE.log); ``netns_after`` the network namespaces right after it (None: look now)."""
+
+    rc: int
+    lines: List[str]
+    nodes: List[str]
+    fleet_dir: str
+    log: Path
+    netns_after: Optional[str] = None
+    debian_python: bool = os.path.exists(DEBIAN_PYTHON)
+
+
+def saved_run(directory, mode):
+    """The run tests/infra/stock-debian.sh saved (LLMOPS_STOCK_SAVE): README's command as written, so README's host
+    names, on stock Debian's Python 3.11."""
+    saved = Path(directory)
+    screen = saved / 'screen.txt'
+    assert screen.is_file(), 'LLMOPS_DEMO_READY_RUN=%s holds no screen.txt: no saved run of the demo there' % directory
+    return DemoRun(rc=int((saved / 'rc').read_text().strip()), lines=screen.read_text(encoding='utf-8').splitlines(),
+                   nodes=list(README_NODES), fleet_dir=(saved / 'fleet-dir.txt').read_text().strip(),
+                   log=saved / ('demo-%s.log' % mode), netns_after=(saved / 'netns-after.txt').read_text(), debian_python=True)
 
 
 def run_demo(mode, keep=False):
@@ -84,11 +116,11 @@ def playbooks(lines):
     return out
 
 
-def renamed(line, nodes):
+def renamed(line, nodes, fleet_dir=FLEET_DIR):
     """A line of the run with README's host names and state directory."""
     for readme_name, name in zip(README_NODES, nodes):
         line = re.sub(r'\b%s\b' % re.escape(name), readme_name, line)
-    return line.replace(FLEET_DIR, '/var/tmp/llmops-fleet')
+    return line.replace(fleet_dir, '/var/tmp/llmops-fleet')
 
 
 def normal(line):
@@ -147,9 +179,9 @@ def readme_example(mode):
     return [line for block in blocks for line in block.splitlines() if line.strip() and line.strip() != '...']
 
 
-def assert_readme_says_what_the_demo_prints(mode, lines):
-    nodes = NODES[mode]
-    printed = {normal(renamed(line, nodes)) for line in lines}
+def assert_readme_says_what_the_demo_prints(mode, lines, nodes=None, fleet_dir=FLEET_DIR):
+    nodes = nodes or NODES[mode]
+    printed = {normal(renamed(line, nodes, fleet_dir)) for line in lines}
     stages = stages_by_host(lines, nodes)
     for line in readme_example(mode):
         match = PROGRESS.match(line)
@@ -161,10 +193,11 @@ def assert_readme_says_what_the_demo_prints(mode, lines):
             assert normal(line) in printed, 'README says %r; the demo printed:\n%s' % (line, '\n'.join(lines))
 
 
-def assert_the_run_is_logged(lines, mode):
-    log = Path(FLEET_DIR) / ('demo-%s.log' % mode)
+def assert_the_run_is_logged(lines, mode, fleet_dir=FLEET_DIR, copy=None):
+    """COPY: where the log is read when it is not at the path the run printed (a saved run's copy)."""
+    log = Path(fleet_dir) / ('demo-%s.log' % mode)
     assert lines[0].endswith('the full log: %s' % log) and lines[-1].endswith('the full log: %s' % log), (lines[0], lines[-1])
-    text = log.read_text(encoding='utf-8', errors='replace')
+    text = (copy or log).read_text(encoding='utf-8', errors='replace')
     assert 'TASK [' in text and 'PLAY RECAP' in text and '== Booting' in text
     # one line per set-up phase on the screen, each with its time
     phases = [line for line in lines if line.startswith('== ') and ' ... ' in line]
@@ -172,18 +205,18 @@ def assert_the_run_is_logged(lines, mode):
     return text
 
 
-def node_namespace(node):
+def node_namespace(node, fleet_dir=FLEET_DIR):
     """The network namespace tests/infra/fleet.sh gives NODE in FLEET_DIR (another state directory, such as a CI run's,
     may use the same node names under its own prefix)."""
-    path = os.path.realpath(FLEET_DIR)
+    path = os.path.realpath(fleet_dir)
     if path == '/var/tmp/llmops-fleet':
         return 'llmops-n-' + node
     return 'llmops-x%s-%s' % (hashlib.sha256((path + '\n').encode()).hexdigest()[:6], node)
 
 
-def assert_nothing_left_behind(nodes):
-    names = _netns()
-    assert not any(re.search(r'^%s\b' % re.escape(node_namespace(node)), names, re.M) for node in nodes), names
+def assert_nothing_left_behind(nodes, fleet_dir=FLEET_DIR, names=None):
+    names = _netns() if names is None else names
+    assert not any(re.search(r'^%s\b' % re.escape(node_namespace(node, fleet_dir)), names, re.M) for node in nodes), names
     if not re.search(r'^llmops-(?!hub)', names, re.M):
         assert 'llmops-hub' not in names
 
@@ -192,11 +225,21 @@ def assert_no_failure_block(lines):
     assert not [line for line in lines if line.startswith(('fatal:', '[ERROR]', 'FAILED - RETRYING'))], '\n'.join(lines)
 
 
-def test_demo_ready_then_unchanged():
+def ready_run():
+    """The ready mode's run: the one the stock-debian step saved (LLMOPS_DEMO_READY_RUN), else one now."""
+    saved = os.environ.get('LLMOPS_DEMO_READY_RUN')
+    if saved:
+        return saved_run(saved, 'ready')
     rc, lines = run_demo('ready')
+    return DemoRun(rc=rc, lines=lines, nodes=NODES['ready'], fleet_dir=FLEET_DIR, log=Path(FLEET_DIR) / 'demo-ready.log')
+
+
+def test_demo_ready_then_unchanged():
+    run = ready_run()
+    rc, lines, nodes = run.rc, run.lines, run.nodes
     out = '\n'.join(lines)
     assert rc == 0, out[-6000:]
-    if os.path.exists(DEBIAN_PYTHON):
+    if run.debian_python:
         assert re.search(r'\.\.\. ansible-core 2\.19\.\d+, ', out), out[:3000]
     runs = playbooks(lines)
     assert list(runs) == ['first deploy', 'second deploy', 'check'], list(runs)
@@ -204,7 +247,7 @@ def test_demo_ready_then_unchanged():
         assert len(runs[label]) <= budget, '%s: %d lines, budget %d:\n%s' % (label, len(runs[label]), budget, '\n'.join(runs[label]))
     first, second, check = ('\n'.join(runs[k]) for k in ('first deploy', 'second deploy', 'check'))
     # live progress on the paced host: stages before its ready line
-    progress = stages_by_host(runs['first deploy'], NODES['ready']).get('node1', set())
+    progress = stages_by_host(runs['first deploy'], nodes).get('node1', set())
     assert 'ready' in progress and len(progress) >= 3, progress
     # the first deploy started every host; the second changed nothing
     assert re.search(r'^llmops\.sglang deploy: 3 hosts, 3 ready$', first, re.M), first
@@ -212,7 +255,7 @@ def test_demo_ready_then_unchanged():
     for row in table(runs['second deploy']):
         assert row['STATUS'] == 'ready' and row['REASON'].startswith('unchanged since '), row
         assert 'unchanged' in (row.get('RUN'), row.get('SIGNATURE')), row
-    for node in NODES['ready']:
+    for node in nodes:
         recap = re.search(r'^%s\s+: ok=(\d+)\s+changed=0\s+unreachable=0\s+failed=0\s+skipped=(\d+)\s' % node, second, re.M)
         assert recap, second
         # the no-change path is one module run per host (the deployment check) and 3 tasks in all, the skipped driver
@@ -225,12 +268,12 @@ def test_demo_ready_then_unchanged():
     # one table per playbook run
     assert first.count('\nHOST ') == 1 and second.count('\nHOST ') == 1 and check.count('\nHOST ') == 1
     assert_no_failure_block(lines)
-    log = assert_the_run_is_logged(lines, 'ready')
+    log = assert_the_run_is_logged(lines, 'ready', run.fleet_dir, run.log)
     second_log = log.split('== ansible-playbook llmops.sglang.deploy again', 1)[1].split('== ansible-playbook', 1)[0]
     # the 4 tasks and the two meta tasks (the role's end, the play's end for the hosts that serve)
     assert len(re.findall(r'\| TASK \[', second_log)) <= 6, second_log[-3000:]
-    assert_readme_says_what_the_demo_prints('ready', lines)
-    assert_nothing_left_behind(NODES['ready'])
+    assert_readme_says_what_the_demo_prints('ready', lines, nodes, run.fleet_dir)
+    assert_nothing_left_behind(nodes, run.fleet_dir, run.netns_after)
 
 
 # The crash mode's budget (issue 23: at most 40 lines); a host's passed pre-flight and SM120 patch state are -v lines
