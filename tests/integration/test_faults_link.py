@@ -10,7 +10,7 @@ ansible-playbook, real SSH, the host's network namespace loses eth0 with ``ip -n
 
 The server is the SGLang stand-in in a transient systemd unit, replaying a recorded ready start over 60 s.
 Run: PYTHONPATH=<dir above ansible_collections> LLMOPS_FLEET_DIR=... python -m pytest tests/integration/test_faults_link.py
-(LLMOPS_FAULTS_LINK_HOST names the test host; default link<pid>).
+(LLMOPS_FAULTS_LINK_HOST names the file's one test host; default link<pid>).
 """
 
 from __future__ import annotations
@@ -82,10 +82,15 @@ def link(node, state):
 
 @pytest.fixture(scope='module')
 def node(tmp_path_factory):
+    """One host for the file, booted to survive its reboots (fleet.sh up --persist): the link tests run their server as
+    a transient unit, the reboot test (last) as an enabled one."""
     work = tmp_path_factory.mktemp('faults-link')
     name = os.environ.get('LLMOPS_FAULTS_LINK_HOST') or 'link%d' % (os.getpid() % 100000)
     try:
-        yield fh.boot(name, str(work))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv('LLMOPS_FLEET_PERSIST', '1')
+            host = fh.boot(name, str(work))
+        yield host
     finally:
         subprocess.run(['ip', '-n', netns(name), 'link', 'set', 'eth0', 'up'], capture_output=True, check=False)
         fh.down(name)
@@ -178,21 +183,14 @@ WantedBy=multi-user.target
 ''' % (RECORDING, LOG, LOG)
 
 
-@pytest.fixture(scope='module')
-def persistent_node(tmp_path_factory):
-    """A host that survives its reboots (fleet.sh up --persist), with the stand-in as an enabled unit."""
-    work = tmp_path_factory.mktemp('faults-reboot')
-    name = os.environ.get('LLMOPS_FAULTS_REBOOT_HOST') or 'reboot%d' % (os.getpid() % 100000)
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv('LLMOPS_FLEET_PERSIST', '1')
-            host = fh.boot(name, str(work))
-        done = fh.ssh(host, "cat > /etc/systemd/system/%s <<'EOF'\n%sEOF\nsystemctl daemon-reload && "
-                            "systemctl enable --now %s" % (UNIT, UNIT_FILE, UNIT))
-        assert done.returncode == 0, done.stderr
-        yield host
-    finally:
-        fh.down(name)
+@pytest.fixture
+def persistent_node(node):
+    """The file's host with the stand-in as an enabled unit (started again at boot) instead of a transient one."""
+    done = fh.ssh(node, "systemctl stop %s; systemctl reset-failed %s; rm -f %s; cat > /etc/systemd/system/%s <<'EOF'\n%sEOF\n"
+                        "systemctl daemon-reload && systemctl enable --now %s" % (UNIT, UNIT, LOG, UNIT, UNIT_FILE, UNIT))
+    assert done.returncode == 0, done.stderr
+    yield node
+    fh.ssh(node, 'systemctl disable --now %s; rm -f /etc/systemd/system/%s; systemctl daemon-reload' % (UNIT, UNIT))
 
 
 def test_a_reboot_mid_wait_is_reported_as_a_reboot_and_a_rerun_waits_for_the_start_at_boot(persistent_node):
