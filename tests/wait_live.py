@@ -6,54 +6,57 @@ it is following its log (so a writer starts only then), and see when it ends (th
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import time
+from pathlib import Path
 
-_WAIT_TASKS = """
+_WAIT_TASK = """
     - name: Wait for the server
       llmops.sglang.wait_for_sglang: "{{ wait_args }}"
-      register: sglang_wait
-      ignore_errors: true  # the test reads the registered result
-
-    - name: Save the result for the test
-      ansible.builtin.copy:
-        content: "%(saved)s"
-        dest: "{{ result_file }}"
-        mode: "0644"
-%(once)s"""
-# what the copy task saves: this host's result, or every host's of the play ({inventory_hostname: result}, run once)
-_ONE_HOST = "{{ sglang_wait%s | to_json }}"
-_ALL_HOSTS = ("{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars)\n"
-              "          | map(attribute='sglang_wait', default=None))) | to_json }}")
-
-# Before the wait, a task that does nothing (ansible.builtin.ping), timed the same way: what Ansible itself costs a task
-# on this machine at this load, beside the wait task's own time (from its start to the next task's).
-_TIMING_TASKS = """
-    - name: Note when the task that does nothing begins
-      ansible.builtin.set_fact:
-        ping_began: "{{ now().timestamp() }}"
-
+      ignore_errors: true  # the test reads the result (saved by the wait_results callback)
+"""
+# Before the wait, a task that does nothing (ansible.builtin.ping): what Ansible itself costs a task on this machine at
+# this load, beside the wait task's own time; the callback times both the same way (read_seconds).
+_PING_TASK = """
     - name: Do nothing
       ansible.builtin.ping:
-
-    - name: Note when the wait task begins
-      ansible.builtin.set_fact:
-        ping_seconds: "{{ now().timestamp() - (ping_began | float) }}"
-        wait_began: "{{ now().timestamp() }}"
 """
-_TIMES = (" | combine({'task_seconds': now().timestamp() - (wait_began | float), "
-          "'ping_seconds': ping_seconds | float})")
+WAIT_TASK_NAME, PING_TASK_NAME = "Wait for the server", "Do nothing"
+CALLBACK_PLUGINS = Path(__file__).resolve().parent / "callback_plugins"
 
 
-def wait_playbook(timed=False, all_hosts=False):
-    """A playbook that runs wait_for_sglang with the var ``wait_args`` and saves its result as JSON to ``result_file``;
-    ``timed`` adds ``task_seconds`` and ``ping_seconds`` (see _TIMING_TASKS) to the result; ``all_hosts`` saves one
-    file for all hosts of the play, ``{inventory_hostname: result}``, with one copy task run once."""
+def wait_playbook(timed=False):
+    """A playbook that runs wait_for_sglang on every host with the host's var ``wait_args``; run it with
+    callback_env(directory) and read each host's result with read_results(directory). ``timed`` runs a task that does
+    nothing first (read_seconds gives both tasks' times)."""
     head = "- name: Wait for SGLang\n  hosts: all\n  gather_facts: false\n  tasks:\n"
-    saved = _ALL_HOSTS if all_hosts else _ONE_HOST % (_TIMES if timed else "")
-    tasks = _WAIT_TASKS % {"saved": saved, "once": "      run_once: true\n" if all_hosts else ""}
-    return head + (_TIMING_TASKS if timed else "") + tasks
+    return head + (_PING_TASK if timed else "") + _WAIT_TASK
+
+
+def callback_env(results_dir):
+    """The environment that enables the test-only callback tests/callback_plugins/wait_results.py for an ansible-playbook
+    run: each host's wait_for_sglang result is saved to RESULTS_DIR/<host>.json when its task ends, in the controller's
+    main process (no copy task: that was a module run per play or per case)."""
+    return {"ANSIBLE_CALLBACK_PLUGINS": str(CALLBACK_PLUGINS), "ANSIBLE_CALLBACKS_ENABLED": "wait_results",
+            "LLMOPS_WAIT_RESULTS": str(results_dir)}
+
+
+def read_results(results_dir):
+    """{host: its wait_for_sglang result, as register would hold it} saved by the callback (hosts whose wait task never
+    ended are missing)."""
+    found = {}
+    for path in sorted(Path(results_dir).glob("*.json")):
+        if not path.name.endswith(".seconds.json"):
+            found[path.name[:-len(".json")]] = json.loads(path.read_text())
+    return found
+
+
+def read_seconds(results_dir, host):
+    """{task name: seconds from the task's start for HOST to its result} for each task HOST ran (written by the callback
+    at the end of the play)."""
+    return json.loads((Path(results_dir) / ("%s.seconds.json" % host)).read_text())
 
 
 # clock_nanosleep and nanosleep: a module process sleeping in one of these runs its wait loop (imports, argument

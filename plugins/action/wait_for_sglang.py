@@ -17,7 +17,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.llmops.sglang.plugins.module_utils.wait._state import TERMINAL, ProgressEvent
-from ansible_collections.llmops.sglang.plugins.modules.wait_for_sglang import argument_spec
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._spec import argument_spec
 
 display = Display()
 

@@ -444,36 +444,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.host._command import
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang._redact import redact
 from ansible_collections.llmops.sglang.plugins.module_utils.host._procfs import process_age
 from ansible_collections.llmops.sglang.plugins.module_utils.wait._round import TERMINAL, WaitParams, WaitRound
-
-
-def argument_spec():
-    return dict(
-        log_path=dict(type='path'),
-        log_offset=dict(type='int'),
-        unit=dict(type='str'),
-        pid=dict(type='int'),
-        url=dict(type='str'),
-        served_model_name=dict(type='str'),
-        api_key=dict(type='str', no_log=True),
-        secrets=dict(type='list', elements='str', default=[], no_log=True),
-        validate_certs=dict(type='bool', default=True),
-        ready_probe=dict(type='str', default='auto', choices=['auto', 'log', 'health', 'health_generate']),
-        node_rank=dict(type='int', default=0),
-        deployment=dict(type='str'),
-        deployment_size=dict(type='int'),
-        timeout=dict(type='int', default=1800),
-        stall_timeout=dict(type='int', default=900),
-        stable_for=dict(type='int', default=0),
-        unreachable_timeout=dict(type='int', default=120),
-        sleep=dict(type='float', default=0.25),
-        crash_patterns=dict(type='list', elements='str', default=[]),
-        ignore_patterns=dict(type='list', elements='str', default=[]),
-        # private, set by the action plugin only; stripped from invocation.module_args
-        _state=dict(type='raw'),
-        _round_seconds=dict(type='float'),
-        _spent=dict(type='float'),
-        _host=dict(type='str'),
-    )
+from ansible_collections.llmops.sglang.plugins.module_utils.wait._spec import argument_spec
 
 
 def main():

@@ -41,7 +41,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wait_live (conftest does it under pytest)
 import sglang_format_cases  # noqa: E402  pylint: disable=wrong-import-position
-from wait_live import ModuleWatches, module_following, wait_playbook  # noqa: E402  pylint: disable=wrong-import-position
+from wait_live import ModuleWatches, callback_env, module_following, read_results, wait_playbook  # noqa: E402  pylint: disable=wrong-import-position
 
 try:
     import ansible_collections.llmops.sglang as collection
@@ -67,7 +67,6 @@ pytestmark = [pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook 
               pytest.mark.xdist_group("test_wait_for_sglang_live_replay")]
 
 PLAYBOOK = wait_playbook()
-BATCH_PLAYBOOK = wait_playbook(all_hosts=True)
 
 # The writer: waits for a line on stdin (the module is following), appends the log line by line, records when it
 # wrote the ready line and the last line, then ends as the recording did.
@@ -107,14 +106,16 @@ def writer_end(exp):
 
 
 def playbook_env(tmp_path):
+    """ansible-playbook's environment; each host's result is saved to tmp_path/results/<host>.json by the test-only
+    callback (tests/callback_plugins/wait_results.py), not by a task of the play."""
     return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH), ANSIBLE_NOCOLOR="1",
                 ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"),
-                ANSIBLE_REMOTE_TMP=str(tmp_path / "ansible-remote"))
+                ANSIBLE_REMOTE_TMP=str(tmp_path / "ansible-remote"), **callback_env(tmp_path / "results"))
 
 
 def start_playbook(tmp_path, wait_args):
     (tmp_path / "wait.yml").write_text(PLAYBOOK)
-    extra = {"wait_args": wait_args, "result_file": str(tmp_path / "result.json"), "ansible_python_interpreter": sys.executable}
+    extra = {"wait_args": wait_args, "ansible_python_interpreter": sys.executable}
     (tmp_path / "extra.json").write_text(json.dumps(extra))
     argv = [PLAYBOOK_BIN, "-i", "localhost,", "-c", "local", str(tmp_path / "wait.yml"), "-e", "@%s" % (tmp_path / "extra.json")]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=playbook_env(tmp_path))
@@ -183,10 +184,9 @@ def run_batch(directory, jobs):
     try:
         for i, (corpus, case, mode) in enumerate(jobs):
             replays["replay%02d" % i] = Replay(directory / ("r%02d" % i), corpus, case, mode)
-        inventory = {"all": {"hosts": {h: r.host_vars() for h, r in replays.items()},
-                             "vars": {"result_file": str(directory / "results.json")}}}
+        inventory = {"all": {"hosts": {h: r.host_vars() for h, r in replays.items()}}}
         (directory / "inventory.json").write_text(json.dumps(inventory))
-        (directory / "wait.yml").write_text(BATCH_PLAYBOOK)
+        (directory / "wait.yml").write_text(PLAYBOOK)
         env = dict(playbook_env(directory), ANSIBLE_FORKS=str(len(replays)))
         play = subprocess.Popen([PLAYBOOK_BIN, "-i", str(directory / "inventory.json"), str(directory / "wait.yml")],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -212,8 +212,7 @@ def run_batch(directory, jobs):
     finally:
         for r in replays.values():
             r.stop()
-    results_file = directory / "results.json"
-    results = json.loads(results_file.read_text()) if results_file.exists() else {}
+    results = read_results(directory / "results")
     records = {}
     for host, r in replays.items():
         record = r.record(results.get(host), watch.last_seen[host])
@@ -341,8 +340,9 @@ def test_default_offset_inside_a_crash_line_reports_a_whole_line(tmp_path):
     finally:
         writer.kill()
         writer.wait()
-    assert (tmp_path / "result.json").exists(), out
-    res = json.loads((tmp_path / "result.json").read_text())
+    results = read_results(tmp_path / "results")
+    assert list(results) == ["localhost"], out
+    res = results["localhost"]
     assert res["status"] == "crashed" and res["error_line"] == crash[1].rstrip("\n"), res["msg"]
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 
 import ansible_collections.llmops.sglang as collection
-from wait_live import ModuleWatch, ModuleWatches, module_following, wait_playbook
+from wait_live import (PING_TASK_NAME, WAIT_TASK_NAME, ModuleWatch, ModuleWatches, callback_env, module_following,
+                       read_results, read_seconds, wait_playbook)
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "fixtures" / "sglang-logs"
@@ -38,7 +39,7 @@ pytestmark = [pytest.mark.skipif(PLAYBOOK_BIN is None, reason="ansible-playbook 
               pytest.mark.xdist_group("test_wait_for_sglang_playbook")]
 
 PLAYBOOK = wait_playbook()
-TIMED_PLAYBOOK = wait_playbook(timed=True)  # with the task's own time and a no-op task's (tests/wait_live.py)
+TIMED_PLAYBOOK = wait_playbook(timed=True)  # a no-op task first, timed as the wait task is (tests/wait_live.py)
 
 
 def expected(case):
@@ -52,12 +53,13 @@ def corpus(case):
 def run_playbook(tmp_path, wait_args, verbosity=0, check=False, timeout=180, inventory=None, playbook=PLAYBOOK):
     pb = tmp_path / "wait.yml"
     pb.write_text(playbook)
-    result_file = tmp_path / "result.json"
-    extra = {"wait_args": wait_args, "result_file": str(result_file), "ansible_python_interpreter": sys.executable}
+    extra = {"wait_args": wait_args, "ansible_python_interpreter": sys.executable}
     (tmp_path / "extra.json").write_text(json.dumps(extra))
+    # the host's result is saved to tmp_path/results/<host>.json by the test-only callback, not by a task of the play
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH), ANSIBLE_NOCOLOR="1",
                ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
-               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"), ANSIBLE_REMOTE_TMP=str(tmp_path / "ansible-remote"))
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-local"), ANSIBLE_REMOTE_TMP=str(tmp_path / "ansible-remote"),
+               **callback_env(tmp_path / "results"))
     if inventory:
         argv = [PLAYBOOK_BIN, "-i", str(inventory), str(pb), "-e", "@%s" % (tmp_path / "extra.json")]
     else:
@@ -71,8 +73,9 @@ def run_playbook(tmp_path, wait_args, verbosity=0, check=False, timeout=180, inv
     took = time.monotonic() - t0
     if check:
         return proc, None, took
-    assert result_file.exists(), proc.stdout + proc.stderr
-    return proc, json.loads(result_file.read_text()), took
+    results = read_results(tmp_path / "results")
+    assert len(results) == 1, proc.stdout + proc.stderr  # the one host of the inventory (localhost, or node1 over ssh)
+    return proc, next(iter(results.values())), took
 
 
 class Writer(threading.Thread):
@@ -103,7 +106,8 @@ class Writer(threading.Thread):
 # The cases below run as the hosts of ONE ansible-playbook run (local host aliases, each with its own wait arguments, log
 # and remote tmp dir, forks = one per case), as the live replays do (docs/testing.md, Live replay in batches); each
 # case's writer starts when ITS module follows its log, and each test asserts its own host's result. One play instead of
-# one per test: ansible-playbook's own start and the result's copy task once, not 11 times.
+# one per test: ansible-playbook's own start once, not 11 times; each host's result is saved by the test-only callback
+# (tests/callback_plugins/wait_results.py), with no task in the play.
 BATCH = {}
 
 
@@ -159,12 +163,12 @@ class Batch:
                     p.wait()
 
     def _play(self, hosts):
-        inventory = {"all": {"hosts": hosts, "vars": {"result_file": str(self.directory / "results.json")}}}
+        inventory = {"all": {"hosts": hosts}}
         (self.directory / "inventory.json").write_text(json.dumps(inventory))
-        (self.directory / "wait.yml").write_text(wait_playbook(all_hosts=True))
+        (self.directory / "wait.yml").write_text(PLAYBOOK)
         env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(COLLECTIONS_PATH), ANSIBLE_NOCOLOR="1",
                    ANSIBLE_RETRY_FILES_ENABLED="False", ANSIBLE_LOCAL_TEMP=str(self.directory / "ansible-local"),
-                   ANSIBLE_FORKS=str(len(hosts)))
+                   ANSIBLE_FORKS=str(len(hosts)), **callback_env(self.directory / "results"))
         play = subprocess.Popen([PLAYBOOK_BIN, "-i", str(self.directory / "inventory.json"), str(self.directory / "wait.yml")],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         out = []
@@ -183,8 +187,7 @@ class Batch:
         self.rc = play.wait()
         reader.join()
         self.out = "".join(out)
-        results = self.directory / "results.json"
-        self.results = json.loads(results.read_text()) if results.exists() else {}
+        self.results = read_results(self.directory / "results")
 
     def result(self, host):
         """(the host's registered result, the play's output); the play itself ran to its end."""
@@ -582,7 +585,9 @@ def test_timeout_holds_over_a_256_mib_backlog(tmp_path):
     assert res["status"] == "timeout", proc.stdout
     # elapsed counts from the task's start (controller, transfer and module start-up included)
     assert 10 <= res["elapsed"] <= 10 + 2, res["elapsed"]
-    # and the task as the user sees it: timeout + 2 s beyond what a task that does nothing costs in the same run (at
-    # idle ~0.4 s; 1.5-3.4 s on this 2-core machine at load 11-13). Before the start-up counted: 12.1-14.0 s at load 6.
-    assert res["task_seconds"] <= 10 + 2 + res["ping_seconds"], (res["task_seconds"], res["ping_seconds"])
+    # and the task as the user sees it (the callback's time from the task's start for the host to its result):
+    # timeout + 2 s beyond what a task that does nothing costs in the same run, timed the same way (at idle ~0.4 s;
+    # 1.5-3.4 s on this 2-core machine at load 11-13). Before the start-up counted: 12.1-14.0 s at load 6.
+    seconds = read_seconds(tmp_path / "results", "localhost")
+    assert seconds[WAIT_TASK_NAME] <= 10 + 2 + seconds[PING_TASK_NAME], seconds
     assert 0 < res["log_offset_end"] <= log.stat().st_size

@@ -3,7 +3,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """The readiness wait of llmops.sglang.wait_for_sglang: log sources (file, journal), observe -> decide -> report, typed
-state carried between rounds by the action plugin, and one round's loop.
+state carried between rounds by the action plugin, one round's loop, and the module's argument_spec (_spec: the
+action plugin reads it, and nothing else of the pipeline but _state).
 
 Private module_utils: runs on the target host, Python 3.9+, standard library only.
 """

@@ -106,6 +106,36 @@ def replay(log, case, delay=0.01, start_after=0.3, chunk=2048, parts=None, when=
     return th
 
 
+# What importing the action plugin loads, in a fresh interpreter: each fork of ansible-playbook that runs the task
+# imports it. The argument_spec comes from module_utils/wait/_spec.py; the module, and through it the log classifier and
+# the whole wait pipeline, ran on the target only (importing them cost 0.176 CPU-s per run on the controller).
+IMPORT_PROBE = """
+import json, sys
+from ansible_collections.llmops.sglang.plugins.action import wait_for_sglang
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("ansible_collections.llmops.sglang."))))
+"""
+
+
+def test_action_plugin_imports_neither_the_module_nor_the_classifier():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, "-c", IMPORT_PROBE], capture_output=True, text=True, env=env, check=True,
+                         timeout=60).stdout
+    loaded = json.loads(out.splitlines()[-1])
+    prefix = "ansible_collections.llmops.sglang.plugins."
+    assert prefix + "action.wait_for_sglang" in loaded and prefix + "module_utils.wait._spec" in loaded, loaded
+    for name in ("modules.wait_for_sglang", "module_utils.log._classifier", "module_utils.log._rules",
+                 "module_utils.wait._round", "module_utils.wait._observe", "module_utils.wait._sources"):
+        assert prefix + name not in loaded, (name, loaded)
+
+
+def test_action_plugin_validates_with_the_modules_public_options():
+    from ansible_collections.llmops.sglang.plugins.modules import wait_for_sglang as module_mod
+
+    spec = module_mod.argument_spec()
+    assert action_mod.public_argument_spec() == dict((k, v) for k, v in spec.items() if not k.startswith("_"))
+    assert {"_state", "_round_seconds", "_spent", "_host"} <= set(spec)
+
+
 def test_ready_prints_one_line_per_stage_and_succeeds(tmp_path, display):
     log = tmp_path / "server.log"
     # the writer starts once the first module process follows the log: on a loaded machine a module's start-up took
