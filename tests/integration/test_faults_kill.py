@@ -20,6 +20,7 @@ Run: PYTHONPATH=<dir above ansible_collections> LLMOPS_FLEET_DIR=... python -m p
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -80,13 +81,22 @@ def record_state(text):
 def snapshot(node):
     """{name: sha256 or None} of every file the deploy writes, the deployment record's content, and 'patch': the
     digests of the sources the SM120 patcher edits."""
+    # one SSH command for the whole snapshot: each file base64-encoded on a line of its own after its '== N' line,
+    # then the digests of the patcher's files that this SGLang release has (some are of other releases)
+    names = list(FILES)
+    script = ''.join("echo '== %d'; (cat %s 2>/dev/null || true) | base64 -w0; echo; " % (i, FILES[name])
+                     for i, name in enumerate(names))
+    script += ("echo '== patch'; cd %s && for f in %s; do if [ -f \"$f\" ]; then sha256sum \"$f\"; fi; done"
+               % (SGLANG, ' '.join(sorted(PATCH_FILES))))
+    sections = {}
+    for block in ('\n' + remote(node, script)).split('\n== ')[1:]:
+        key, _sep, body = block.partition('\n')
+        sections[key] = body
     digests = {}
-    for name, path in FILES.items():
-        text = remote(node, 'cat %s 2>/dev/null || true' % path)
-        digests[name] = record_state(text) if path == tf.STAMP else hashlib.sha256(text.encode('utf-8')).hexdigest()
-    # the patcher's files that this SGLang release has (some are of other releases)
-    digests['patch'] = remote(node, 'cd %s && for f in %s; do if [ -f "$f" ]; then sha256sum "$f"; fi; done'
-                              % (SGLANG, ' '.join(sorted(PATCH_FILES))))
+    for i, name in enumerate(names):
+        text = base64.b64decode(sections[str(i)].strip()).decode('utf-8')
+        digests[name] = record_state(text) if FILES[name] == tf.STAMP else hashlib.sha256(text.encode('utf-8')).hexdigest()
+    digests['patch'] = sections['patch'].strip()
     return digests
 
 
