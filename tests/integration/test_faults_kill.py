@@ -34,7 +34,7 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang._sm120_patch import PATCH_FILES
 
 import test_faults as tf  # pylint: disable=import-error
-from test_faults import fh, remote, show  # noqa: F401  pylint: disable=import-error,unused-import
+from test_faults import fh, kill_controller, remote, show  # noqa: F401  pylint: disable=import-error,unused-import
 
 # test_faults' skip conditions, and a group of its own: the file on one worker, its module-scoped set-up runs once
 pytestmark = [mark for mark in tf.pytestmark if mark.name != 'xdist_group'] + [pytest.mark.xdist_group('test_faults_kill')]
@@ -128,36 +128,6 @@ def host(tmp_path_factory):
         assert done['rc'] == 0, done['log'][-4000:]
         node['current'] = 0
         yield node
-
-
-def kill_controller(proc):
-    """SIGKILL the whole controller: ansible-playbook's process group and its task workers, which ansible-core moves
-    into sessions of their own (WorkerProcess calls setsid), so a kill of the group alone left a worker that was inside
-    a task running on (CI 2026-12-03: two ansible-playbook workers of a kill inside a single host's plan task outlived
-    the run)."""
-    workers = children(proc.pid)
-    os.killpg(proc.pid, 9)
-    for pid in workers + children(proc.pid):
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-
-
-def children(pid):
-    """The pids whose parent is PID (from /proc)."""
-    found = []
-    for entry in os.listdir('/proc'):
-        if not entry.isdigit():
-            continue
-        try:
-            with open('/proc/%s/stat' % entry, encoding='utf-8', errors='replace') as handle:
-                fields = handle.read().rsplit(')', 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            found.append(int(entry))
-    return found
 
 
 def kill_at(node, tag, config, point, by_step=False):
