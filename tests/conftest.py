@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pytest  # noqa: E402  pylint: disable=wrong-import-position
 
+import cpu_ledger  # noqa: E402  pylint: disable=wrong-import-position
 from procs import TestCgroup  # noqa: E402  pylint: disable=wrong-import-position
 from sglang_corpus import materialize  # noqa: E402  pylint: disable=wrong-import-position
 
@@ -20,8 +21,12 @@ UNIT_TESTS = Path(__file__).resolve().parent / 'unit'
 CGROUP_KEY = pytest.StashKey()
 
 
+def pytest_addoption(parser):
+    cpu_ledger.add_option(parser)
+
+
 def pytest_configure(config):
-    del config
+    cpu_ledger.configure(config)
     materialize()
 
 
