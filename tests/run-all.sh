@@ -206,7 +206,7 @@ if [[ $(id -u) -ne 0 ]]; then
 fi
 
 # what the machine has before the suite: the last step reports what is there after it that was not
-rm -f "$CI_DIR/leftovers.txt"
+rm -f "$CI_DIR/leftovers.txt" "$LLMOPS_FLEET_DIR/host-cpu.tsv"
 python3 "$REPO/tests/infra/suite_check.py" snapshot "$CI_DIR/before.json" --fleet-dir "$LLMOPS_FLEET_DIR" \
     || { echo "run-all: cannot take the machine's snapshot (tests/infra/suite_check.py)" >&2; exit 1; }
 
@@ -551,6 +551,13 @@ read -r CPU_BUSY1 CPU_ALL1 < <(cpu_ticks)
 printf '%-28s %-14s %8s %8s  %s\n' total "" "$(elapsed "$T_START")" "$(awk -v u="$CPU_TOTAL" 'BEGIN{printf "%.1f", u / 1e6}')" \
     "$(awk -v b=$((CPU_BUSY1 - CPU_BUSY0)) -v a=$((CPU_ALL1 - CPU_ALL0)) -v hz="$(getconf CLK_TCK)" -v n="$(nproc)" \
         'BEGIN{printf "CPU-S: the steps on the controller side; the machine was busy %.0f CPU-s of %.0f (%.0f %%, %d cores; the test hosts count there)", b / hz, a / hz, a ? 100 * b / a : 0, n}')"
+# the test hosts' CPU (fleet.sh down writes each host's from its cgroup): by host, the biggest first
+if [[ -s $LLMOPS_FLEET_DIR/host-cpu.tsv ]]; then
+    awk -F '\t' '{cpu[$1] += $2 / 1e6; all += $2 / 1e6; n[$1]++} END {
+            printf "test hosts: %d, %.1f CPU-s in all (fleet.sh down records each); the biggest:\n", length(cpu), all
+            for (h in cpu) printf "%10.1f  %s (%d boot%s)\n", cpu[h], h, n[h], (n[h] > 1 ? "s" : "")
+        }' "$LLMOPS_FLEET_DIR/host-cpu.tsv" | { IFS= read -r head; echo "$head"; sort -rn | head -n 20; }
+fi
 echo "steps: $n_pass passed, $n_fail failed, $n_skip skipped"
 exit "$FAILED"
 }

@@ -553,11 +553,26 @@ down_nodes() {
             [[ -z $(cg_procs "$name") ]] && break
             sleep 0.05
         done
+        record_host_cpu "$name"
         cg_remove "$name"
         rm -f "$DIR/nodes/$name".{pid,addr,idx}
         if [[ -e $DIR/nodes/$name.launcher || -e $DIR/nodes/$name.upper ]]; then
             rm -rf "$DIR/nodes/$name.launcher" "$DIR/nodes/$name.upper" "$DIR/nodes/.#$name.upper"*
         fi
+    done
+    return 0
+}
+
+record_host_cpu() {
+    # what the node's processes used of the CPU over its life (user + system, from its cgroup), one line per node in
+    # $DIR/host-cpu.tsv: the suite is bound by the CPU, and the test hosts use about as much of it as the controller
+    # (tests/run-all.sh prints the biggest users by host name)
+    local root usec
+    for root in $(cg_roots); do
+        usec=$(awk '$1 == "usage_usec" {print $2}' "$root/$1/cpu.stat" 2>/dev/null)
+        [[ -n $usec ]] || continue
+        printf '%s\t%s\t%s\n' "$1" "$usec" "$(date +%s)" >>"$DIR/host-cpu.tsv"
+        return 0
     done
     return 0
 }
