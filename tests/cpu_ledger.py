@@ -43,6 +43,8 @@ class CpuLedger:
     def __init__(self, top: int):
         self.top = top
         self.files: Dict[str, FileCost] = defaultdict(FileCost)
+        # per xdist worker: [first start, last stop, seconds in tests] (epoch seconds, from the reports)
+        self.workers: Dict[str, List[float]] = {}
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_setup(self, item) -> Iterator[None]:
@@ -79,6 +81,10 @@ class CpuLedger:
         cost.cpu_s += cpu
         cost.wall_s += report.duration
         cost.tests.add(report.nodeid)
+        node = getattr(report, 'node', None)
+        worker = node.gateway.id if node is not None else 'main'
+        span = self.workers.setdefault(worker, [report.start, report.stop, 0.0])
+        span[0], span[1], span[2] = min(span[0], report.start), max(span[1], report.stop), span[2] + report.duration
 
     def rows(self) -> List[tuple]:
         ranked = sorted(self.files.items(), key=lambda kv: kv[1].cpu_s, reverse=True)
@@ -96,6 +102,10 @@ class CpuLedger:
         terminalreporter.write_line('%8s %8s %5s  %s' % ('CPU-S', 'WALL-S', 'TESTS', 'FILE'))
         for path, cpu, wall, tests in rows[:self.top]:
             terminalreporter.write_line('%8.1f %8.1f %5d  %s' % (cpu, wall, tests, path))
+        # a worker done long before the last one left its share of the machine idle at the end (the order of the files)
+        end = max(span[1] for span in self.workers.values())
+        for worker, (_first, last, busy) in sorted(self.workers.items()):
+            terminalreporter.write_line('%s: %.0f s in tests, done %.0f s before the last worker' % (worker, busy, end - last))
 
 
 def add_option(parser) -> None:

@@ -51,14 +51,17 @@ def ledger_rows(tmp_path, *extra):
     for line in lines[head + 1:head + 3]:
         cpu, wall, tests, path = line.split()
         rows[path] = (float(cpu), float(wall), int(tests))
-    return rows
+    workers = [line.split(':', 1)[0] for line in lines[head + 3:] if ' s in tests, done ' in line]
+    return rows, workers
 
 
 @pytest.mark.parametrize('extra', [(), ('-n', '2')], ids=['in-process', 'xdist'])
 def test_the_file_that_burns_cpu_ranks_first(tmp_path, extra):
     if extra:
         pytest.importorskip('xdist')
-    rows = ledger_rows(tmp_path, *extra)
+    rows, workers = ledger_rows(tmp_path, *extra)
+    # one line per process that ran tests: the two xdist workers, or the main process
+    assert workers == (['gw0', 'gw1'] if extra else ['main'])
     assert list(rows) == ['test_burns.py', 'test_waits.py']
     burn_cpu, _burn_wall, burn_tests = rows['test_burns.py']
     wait_cpu, wait_wall, wait_tests = rows['test_waits.py']
