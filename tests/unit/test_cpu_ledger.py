@@ -6,6 +6,7 @@ and without xdist workers (the figure travels to the controller in the reports).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,11 +40,14 @@ def test_waits():
 
 
 def ledger_rows(tmp_path, *extra):
+    (tmp_path / 'pytest.ini').write_text('[pytest]\n')
     (tmp_path / 'conftest.py').write_text(CONFTEST)
     (tmp_path / 'test_burns.py').write_text(BURNS)
     (tmp_path / 'test_waits.py').write_text(WAITS)
     proc = subprocess.run([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', '-q', '--cpu-top', '5', *extra],
-                          cwd=str(tmp_path), capture_output=True, text=True, timeout=120, check=False)
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=120, check=False,
+                          # a pytest of its own: not the plugins ansible-test gives its units (PYTEST_PLUGINS)
+                          env=dict((k, v) for k, v in os.environ.items() if not k.startswith('PYTEST_')))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.split() == ['CPU-S', 'WALL-S', 'TESTS', 'FILE'])
