@@ -567,9 +567,11 @@ record_host_cpu() {
     # what the node's processes used of the CPU over its life (user + system, from its cgroup), one line per node in
     # $DIR/host-cpu.tsv: the suite is bound by the CPU, and the test hosts use about as much of it as the controller
     # (tests/run-all.sh prints the biggest users by host name)
+    # (never fails: fleet.sh runs with errexit, and "up" stops a node's leftovers, whose cgroup may be gone, this way)
     local root usec
     for root in $(cg_roots); do
-        usec=$(awk '$1 == "usage_usec" {print $2}' "$root/$1/cpu.stat" 2>/dev/null)
+        [[ -r $root/$1/cpu.stat ]] || continue
+        usec=$(awk '$1 == "usage_usec" {print $2}' "$root/$1/cpu.stat" 2>/dev/null || true)
         [[ -n $usec ]] || continue
         printf '%s\t%s\t%s\n' "$1" "$usec" "$(date +%s)" >>"$DIR/host-cpu.tsv"
         return 0
