@@ -508,15 +508,27 @@ kill_ssh_masters() {
     # "ip netns exec llmops-hub nc ADDR 22" (which execs into "nc ADDR 22"): stop those by PID, and
     # their parent when it is an ssh ControlMaster ("ssh: <ControlPath> [mux]"), whatever the
     # ControlPath looks like (ansible-core hashes it by default).
-    local addr=$1 p cmd parent pcmd
+    # Only this machine's: a stock Debian chroot (tests/infra/stock-debian.sh, its own /run and PID namespace) has a hub
+    # of its own with the same addresses, and its processes are in this /proc too (CI run ci-c: a pytest host's "down"
+    # cut the chroot demo's connection to its node1 during its pip install). So a proxy counts only when it runs in this
+    # hub's network namespace, a master only in this PID namespace.
+    local addr=$1 p cmd parent pcmd hub_net my_pids
+    hub_net=$(stat -L -c 'net:[%i]' "/run/netns/$HUB" 2>/dev/null || true)
+    my_pids=$(readlink /proc/self/ns/pid)
     for p in /proc/[0-9]*; do
         cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
         if [[ $cmd == "nc $addr 22 " || $cmd == "nc -w "*" $addr 22 " ]]; then
+            if [[ -n $hub_net ]]; then
+                [[ $(readlink "$p/ns/net" 2>/dev/null) == "$hub_net" ]] || continue
+            else
+                [[ $(readlink "$p/ns/pid" 2>/dev/null) == "$my_pids" ]] || continue
+            fi
             parent=$(awk '/^PPid:/{print $2}' "$p/status" 2>/dev/null || true)
             pcmd=$({ tr '\0' ' ' <"/proc/$parent/cmdline"; } 2>/dev/null || true)
             kill -TERM "${p#/proc/}" 2>/dev/null || true
             [[ $pcmd == "ssh: "*"[mux]"* ]] && kill -TERM "$parent" 2>/dev/null
         elif [[ $cmd == "ssh: "*"/$addr-"*"[mux]"* ]]; then
+            [[ $(readlink "$p/ns/pid" 2>/dev/null) == "$my_pids" ]] || continue
             kill -TERM "${p#/proc/}" 2>/dev/null || true
         fi
     done

@@ -256,6 +256,22 @@ def show(node, *props):
     return dict(line.split('=', 1) for line in text.splitlines() if '=' in line)
 
 
+def modules_in_flight(node):
+    """Pids of the module processes ansible-playbook runs on the host (pipelining: '/bin/sh -c /usr/bin/python3' under
+    sshd), read in the host's PID namespace: a killed controller's last module, already sent, still runs there."""
+    done = subprocess.run(['nsenter', '-t', node['leader'], '-p', '-m', 'pgrep', '-x', '-f', '/bin/sh -c /usr/bin/python3'],
+                          capture_output=True, text=True, check=False)
+    return done.stdout.split()
+
+
+def settled(node, timeout=60):
+    """Wait until no module runs on the host (the restart a killed controller dispatched ends first)."""
+    deadline = time.monotonic() + timeout
+    while modules_in_flight(node) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not modules_in_flight(node), 'a module still runs on the host %d s after the kill' % timeout
+
+
 def kill_before_the_restart(node, attempts=3):
     """Deploy the base configuration, then a change one task per step, SIGKILLed (the controller and its task workers)
     at the restart step's header: files new, server old. A kill that lands after the restart module was dispatched
@@ -274,6 +290,9 @@ def kill_before_the_restart(node, attempts=3):
                 break
         proc.wait(timeout=60)
         assert proc.returncode == -9, ''.join(seen)[-4000:]
+        # the unit's state once the module the worker may already have sent has ended (in ci-c, read while it ran: the
+        # old start active, then restarted by that module, and the rerun found nothing to restart)
+        settled(node)
         killed = show(node, 'InvocationID', 'ActiveState')
         if killed == {'InvocationID': before['InvocationID'], 'ActiveState': 'active'}:
             return before, killed

@@ -8,7 +8,9 @@ over its life is recorded once in host-cpu.tsv (tests/run-all.sh prints the bigg
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: nvidia_fleet_host (conftest does it under pytest)
@@ -37,3 +39,39 @@ def test_a_host_booted_over_its_leftovers_comes_up_and_each_stop_records_its_cpu
     # the leftovers' stop found no cgroup (nothing recorded), the real host's stop recorded what its boot used
     assert len(lines) == 1, lines
     assert 0.05 < lines[0][0] < 60
+
+
+def test_stopping_a_host_cuts_only_connections_through_its_own_hub(tmp_path):
+    """fleet.sh down NAME ends the SSH proxies ('nc ADDR 22') to NAME's address that run in this machine's hub, and
+    leaves one to the same address in another network namespace: a stock Debian chroot's fleet (its own /run, its own
+    hub, the same addresses; CI run ci-c lost its demo host's connection mid-install to a pytest host's stop)."""
+    name, other = 'fleetnc%d' % (os.getpid() % 100000), 'llmops-test-otherhub-%d' % os.getpid()
+    node = th.boot(name, tmp_path)
+    addr = (Path(th.fleet_dir()) / 'nodes' / (name + '.addr')).read_text(encoding='utf-8').strip()
+    procs = []
+    try:
+        subprocess.run(['ip', 'netns', 'add', other], check=True)
+        subprocess.run(['ip', '-n', other, 'link', 'set', 'lo', 'up'], check=True)
+        subprocess.run(['ip', '-n', other, 'addr', 'add', addr + '/32', 'dev', 'lo'], check=True)
+        # the other fleet's "node": something listening on ADDR:22 there, and a proxy connected to it
+        procs.append(subprocess.Popen(['ip', 'netns', 'exec', other, 'nc', '-l', addr, '22'], stdout=subprocess.DEVNULL))
+        time.sleep(0.5)
+        theirs = subprocess.Popen(['ip', 'netns', 'exec', other, 'nc', addr, '22'], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        # ours: a proxy through this machine's hub to the real host's sshd (it waits for our SSH banner)
+        ours = subprocess.Popen(['ip', 'netns', 'exec', 'llmops-hub', 'nc', addr, '22'], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        procs += [theirs, ours]
+        time.sleep(1)
+        assert theirs.poll() is None and ours.poll() is None
+        th.down(name)
+        for dummy in range(50):
+            if ours.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (ours.poll() is not None, theirs.poll()) == (True, None)
+    finally:
+        th.down(name)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+        subprocess.run(['ip', 'netns', 'del', other], check=False)
