@@ -37,6 +37,17 @@ def pytest_configure(config):
 # reads the mark by appending '@<group>' to each test's node id, which pytest 9.2 ignores (pytest-dev/pytest-xdist#1386):
 # the scheduler below reads each file's group from its source instead (the controller has no collected items), and
 # leaves every other test a work unit of its own, as 'load' does.
+# Wall seconds of each integration test file in CI run ci-c (2026-12-04, tests/run-all.sh's 'controller CPU by test
+# file' table, WALL-S), for the order above: only their order matters. A file not listed counts 0 (it goes last).
+FILE_SECONDS = {
+    'test_wait_for_sglang_live_replay': 488, 'test_faults_kill': 451, 'test_demo': 431, 'test_faults': 430,
+    'test_nvidia_role_apt': 401, 'test_nvidia_fix_dnf': 297, 'test_sglang_flags_real_parser': 212, 'test_faults_disk': 197,
+    'test_faults_link': 178, 'test_embedding': 160, 'test_nvidia_driver_match_ns': 158, 'test_sglang_service_bad_args': 144,
+    'test_nvidia_fix_apt': 122, 'test_wait_for_sglang_playbook': 108, 'test_sglang_service_rollback': 99,
+    'test_host_lock_playbook': 68, 'test_nvidia_driver_role': 63, 'test_sglang_server_flags_playbook': 62,
+    'test_sglang_sm120_patch_role': 54, 'test_sglang_service_guard_off': 43, 'test_brief_callback': 38,
+    'test_tune_refusals': 17, 'test_playbooks_no_hosts': 16, 'test_execution_environment': 10, 'test_readme_install': 10,
+}
 XDIST_GROUP = re.compile(r"""pytest\.mark\.xdist_group\(\s*(?:name\s*=\s*)?['"]([^'"]+)['"]""")
 
 
@@ -57,11 +68,31 @@ def pytest_xdist_make_scheduler(config, log):
             groups[path] = match.group(1) if match else None
         return groups[path]
 
+    tests_per_file = {}
+
+    def expected_seconds(scope):
+        """What a work unit took in the last measured run: its file's seconds, shared by its tests when each is a unit."""
+        if '::' not in scope:
+            return FILE_SECONDS.get(scope, 0.0)
+        stem = Path(scope.split('::', 1)[0]).stem
+        return FILE_SECONDS.get(stem, 0.0) / max(1, tests_per_file.get(stem, 1))
+
     class FileGroupScheduling(LoadScopeScheduling):
-        """'loadgroup' by each file's xdist_group mark; a test of a file without one is a work unit of its own."""
+        """'loadgroup' by each file's xdist_group mark; a test of a file without one is a work unit of its own. The
+        longest units go first (xdist orders them by their number of tests: the single long demos started last and ran
+        on one worker while the others were done)."""
 
         def _split_scope(self, nodeid):
             return file_group(nodeid.split('::', 1)[0]) or nodeid
+
+        def _assign_work_unit(self, node):
+            if not tests_per_file:
+                for nodeid in self.collection or ():
+                    stem = Path(nodeid.split('::', 1)[0]).stem
+                    tests_per_file[stem] = tests_per_file.get(stem, 0) + 1
+            for scope in sorted(self.workqueue, key=expected_seconds, reverse=True):
+                self.workqueue.move_to_end(scope)
+            return super()._assign_work_unit(node)
 
     return FileGroupScheduling(config, log)
 
