@@ -45,7 +45,8 @@ def test_stopping_a_host_cuts_only_connections_through_its_own_hub(tmp_path):
     """fleet.sh down NAME ends the SSH proxies ('nc ADDR 22') to NAME's address that run in this machine's hub, and
     leaves one to the same address in another network namespace: a stock Debian chroot's fleet (its own /run, its own
     hub, the same addresses; CI run ci-c lost its demo host's connection mid-install to a pytest host's stop)."""
-    name, other = 'fleetnc%d' % (os.getpid() % 100000), 'llmops-test-otherhub-%d' % os.getpid()
+    # (not named llmops-*: fleet.sh keeps its hub while any such namespace is left)
+    name, other = 'fleetnc%d' % (os.getpid() % 100000), 'fleettest-otherhub-%d' % os.getpid()
     node = th.boot(name, tmp_path)
     addr = (Path(th.fleet_dir()) / 'nodes' / (name + '.addr')).read_text(encoding='utf-8').strip()
     procs = []
@@ -69,9 +70,10 @@ def test_stopping_a_host_cuts_only_connections_through_its_own_hub(tmp_path):
             time.sleep(0.1)
         assert (ours.poll() is not None, theirs.poll()) == (True, None)
     finally:
-        th.down(name)
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(timeout=10)
         subprocess.run(['ip', 'netns', 'del', other], check=False)
+        th.down(name)  # last: the hub goes with the last host on it (CI run ci-d: this test ran last and left it)
+    assert not Path('/run/netns/' + other).exists()
