@@ -264,12 +264,19 @@ def modules_in_flight(node):
     return done.stdout.split()
 
 
-def settled(node, timeout=60):
-    """Wait until no module runs on the host (the restart a killed controller dispatched ends first)."""
+def settled(node, timeout=120):
+    """Wait until no module runs on the host (the restart a killed controller had already sent ends first), then until
+    sglang.service is neither starting nor stopping; returns its ActiveState. Reading the unit alone was not enough:
+    while the sent restart module had not reached systemd yet, the old start still read 'active' (CI run ci-c)."""
     deadline = time.monotonic() + timeout
     while modules_in_flight(node) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not modules_in_flight(node), 'a module still runs on the host %d s after the kill' % timeout
+    state = show(node, 'ActiveState')['ActiveState']
+    while state in ('activating', 'deactivating', 'reloading') and time.monotonic() < deadline:
+        time.sleep(1)
+        state = show(node, 'ActiveState')['ActiveState']
+    return state
 
 
 def kill_before_the_restart(node, attempts=3):

@@ -34,7 +34,7 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang._sm120_patch import PATCH_FILES
 
 import test_faults as tf  # pylint: disable=import-error
-from test_faults import fh, kill_controller, remote, show  # noqa: F401  pylint: disable=import-error,unused-import
+from test_faults import fh, kill_controller, remote, settled, show  # noqa: F401  pylint: disable=import-error,unused-import
 
 # test_faults' skip conditions, and a group of its own: the file on one worker, its module-scoped set-up runs once
 pytestmark = [mark for mark in tf.pytestmark if mark.name != 'xdist_group'] + [pytest.mark.xdist_group('test_faults_kill')]
@@ -209,19 +209,6 @@ def live_environment(node):
     """The environment the server's main process started with, from /proc/<MainPID>/environ on the host."""
     text = remote(node, "tr '\\0' '\\n' </proc/$(systemctl show -p MainPID --value sglang.service)/environ")
     return dict(line.partition('=')[::2] for line in text.splitlines() if '=' in line)
-
-
-def settled(node, timeout=120):
-    """Wait until sglang.service is neither starting nor stopping: a kill that lands just after the restart module was
-    dispatched leaves systemd restarting the unit after the controller is gone."""
-    deadline = time.monotonic() + timeout
-    state = ''
-    while time.monotonic() < deadline:
-        state = remote(node, 'systemctl show -p ActiveState --value sglang.service').strip()
-        if state not in ('activating', 'deactivating', 'reloading'):
-            return state
-        time.sleep(1)
-    return state
 
 
 def kill_points():
