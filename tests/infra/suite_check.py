@@ -138,6 +138,17 @@ def in_scope(path, scope):
     return not scope or any(path == s or path.startswith(s.rstrip('/') + '/') for s in scope)
 
 
+# iproute2 makes /run/netns a mount of its own at the first `ip netns add` after a boot and keeps it until the next:
+# set-up of the machine (as the packages `fleet.sh deps` installs), not a leftover; a namespace's own mount below it is
+MACHINE_MOUNTS = ('/run/netns',)
+
+
+def new_mounts(before, now, scope, fleet_dir):
+    """The mount points in NOW that were not in BEFORE, that the suite could have made and that are its own."""
+    return [path for path in now if path not in before and path not in MACHINE_MOUNTS and in_scope(path, scope)
+            and not foreign(os.path.basename(path), fleet_dir)]
+
+
 def findings(before, cgroup_dir, fleet_dir, me, scope=()):
     """Every leftover as a (kind, what, step) tuple; step is None when no step's cgroup holds it."""
     out = []
@@ -151,8 +162,7 @@ def findings(before, cgroup_dir, fleet_dir, me, scope=()):
         out.append(('listener', what, step_of(pid, cgroup_dir) if pid else None))
     out.extend(('network namespace', name, None) for name in namespaces()
                if name not in before['namespaces'] and not foreign(name, fleet_dir))
-    out.extend(('mount', path, None) for path in mounts()
-               if path not in before['mounts'] and in_scope(path, scope) and not foreign(os.path.basename(path), fleet_dir))
+    out.extend(('mount', path, None) for path in new_mounts(before['mounts'], mounts(), scope, fleet_dir))
     out.extend(('test host', name, None) for name in test_hosts(fleet_dir) if name not in before['test_hosts'])
     return out
 

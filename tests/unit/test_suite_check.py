@@ -144,3 +144,16 @@ def test_a_mount_counts_only_below_the_directories_the_suite_works_in():
     assert not suite_check.in_scope('/var/tmp/llmops-ci-other/x', scope)
     assert not suite_check.in_scope('/var/tmp/fleet-guard/rootfs.new/sys', scope)  # another run's build on the machine
     assert suite_check.in_scope('/anything', [])
+
+
+def test_the_netns_directory_mount_iproute2_makes_once_per_boot_is_no_leftover_but_a_namespace_below_it_is():
+    """A fresh machine: the suite's first `ip netns add` made /run/netns a mount (the leftovers step failed on it, run
+    ci-base 2026-12-04); a namespace's mount left below it still counts."""
+    sys.path.insert(0, str(CHECK.parent))
+    import suite_check  # pylint: disable=import-outside-toplevel
+    fleet = '/var/tmp/llmops-ci/fleet'
+    own = suite_check.fleet_prefix(fleet) + 'mol-1'
+    before = ['/', '/proc', '/run']
+    now = before + ['/run/netns', '/run/netns/' + own, '/run/netns/llmops-n-node1', '/var/tmp/other/x']
+    scope = ['/var/tmp/llmops-ci', '/run/netns']
+    assert suite_check.new_mounts(before, now, scope, fleet) == ['/run/netns/' + own]
