@@ -40,12 +40,17 @@ import sglang_wheels  # noqa: E402  pylint: disable=wrong-import-position
 PYTHON_VERSION = '3.12'
 # What `import sglang.srt.server_args` needs for the releases 0.4.10 - 0.5.23 (found by importing them one by one).
 BASE_REQUIREMENTS = (
-    'torch==2.14.1', 'torchvision==0.29.1', 'triton',
+    # triton: the release torch 2.14.1 asks for (~=3.8.0); unpinned, pip first downloaded the newest (286 MB), then backtracked
+    'torch==2.14.1', 'torchvision==0.29.1', 'triton==3.8.0',
     'aiohttp', 'attrs', 'dill', 'fastapi', 'httpx', 'ipython', 'msgspec', 'numpy', 'openai', 'orjson', 'packaging',
     'partial-json-parser', 'pillow', 'psutil', 'pybase64', 'pydantic', 'pyyaml', 'pyzmq', 'requests', 'safetensors',
     'sentencepiece', 'starlette', 'tqdm',
 )
 PIP_TIMEOUT = 1800
+# pip's options for every install here. --no-compile: pip byte-compiles every file it installs (torch's, each release's
+# sglang and transformers), about a third of a cold build's CPU; an import compiles what it loads, once (the
+# directories are writable), and the parsers load a small part of it.
+PIP = ('-m', 'pip', 'install', '--disable-pip-version-check', '-q', '--no-compile')
 
 # One interpreter for all releases: torch and torchvision (the same for every release, from the venv; ~6 of the ~14
 # CPU-s a release's dump costs) are imported once, then each release is dumped in a fork of its own with its own
@@ -181,7 +186,7 @@ def _venv_python() -> Path:
     proc = _run([base_python(), '-m', 'venv', str(root)])
     if proc.returncode != 0:
         raise RuntimeError('could not create the venv %s: %s' % (root, proc.stderr))
-    proc = _run([str(python), '-m', 'pip', 'install', '--disable-pip-version-check', '-q'] + list(BASE_REQUIREMENTS))
+    proc = _run([str(python), *PIP, *BASE_REQUIREMENTS])
     if proc.returncode != 0:
         raise RuntimeError('pip could not install the packages SGLang\'s server_args imports into %s (rc=%s); needs PyPI.\n%s'
                            % (root, proc.returncode, (proc.stdout + proc.stderr)[-4000:]))
@@ -216,7 +221,7 @@ def _release_dir(python, version):
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=str(final.parent), prefix='.t-%s-' % version))
     try:
-        proc = _run([str(python), '-m', 'pip', 'install', '--disable-pip-version-check', '-q', '--no-deps', '--no-index',
+        proc = _run([str(python), *PIP, '--no-deps', '--no-index',
                      '--find-links', str(wheel.parent), '--target', str(tmp / 'pkg'), 'sglang==%s' % version])
         if proc.returncode != 0:
             raise RuntimeError('pip install --no-deps sglang==%s failed:\n%s' % (version, (proc.stdout + proc.stderr)[-4000:]))
@@ -224,7 +229,7 @@ def _release_dir(python, version):
         if pin:
             # transformers checks its own pins (tokenizers, huggingface-hub) at import time: install it with them,
             # in its own directory (pip --target does not merge into a directory that already has bin/)
-            proc = _run([str(python), '-m', 'pip', 'install', '--disable-pip-version-check', '-q', '--target', str(tmp / 'deps'),
+            proc = _run([str(python), *PIP, '--target', str(tmp / 'deps'),
                          'transformers==%s' % pin])
             if proc.returncode != 0:
                 raise RuntimeError('pip install transformers==%s (pinned by SGLang %s) failed:\n%s'
@@ -244,6 +249,8 @@ def _dump(python, jobs, fresh=False):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES='', PYTHONWARNINGS='ignore')
     env.pop('PYTHONPATH', None)
     env.pop('LLMOPS_ARGPARSE_FRESH', None)
+    # the cached directories are installed without byte code (PIP): the first dump writes what it imports, once
+    env.pop('PYTHONDONTWRITEBYTECODE', None)
     if fresh:
         env.update(PYTHONPATH=os.pathsep.join(jobs[0]['path']), LLMOPS_ARGPARSE_FRESH='1')
     proc = _run([str(python), '-c', DUMP_SCRIPT], input=json.dumps(jobs), env=env, cwd='/')
