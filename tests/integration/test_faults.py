@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -32,6 +34,7 @@ from test_faults_link import link  # noqa: E402  pylint: disable=wrong-import-po
 
 COLLECTIONS_PATH = os.path.dirname(os.path.dirname(os.path.dirname(list(collection.__path__)[0])))
 STAMP = '/var/lib/sglang/sglang.deployed.json'
+UNIT = '/etc/systemd/system/sglang.service'
 LOCK = '/run/lock/llmops-sglang/sglang.lock'
 READY = 'rocm-tp2-multimodal-ready-no-cuda-graph'
 POST_READY_CRASH = 'ascend-ready-then-scheduler-crash-11s-later'
@@ -279,24 +282,72 @@ def settled(node, timeout=120):
     return state
 
 
+# Every file new and the server not yet restarted: the controller is killed as soon as the new unit file (the last
+# file a changing deploy writes, before its restart step) replaces the old one on the host, in a deploy run one task per
+# step (between the configure step's last module and the restart's dispatch: the module's exit, its result's way back,
+# the restart task's start and its worker's fork). Killed at the restart step's header instead, the kill came after the
+# restart module's dispatch in every CI run at load 10 (runs ci-base and ci-v1, 2026-12-04: test_faults_kill's two
+# cases skipped): the worker needs only milliseconds from that header to the dispatch. test_faults_kill uses it too.
+WATCH_REPLACED = r"""
+import os, sys, time
+path = sys.argv[1]
+first = os.stat(path).st_ino
+print("watching", flush=True)
+while True:
+    try:
+        if os.stat(path).st_ino != first:
+            break
+    except FileNotFoundError:
+        pass
+    time.sleep(0.005)
+print("replaced", flush=True)
+"""
+
+
+def kill_when_replaced(node, tag, config, path, by_step=True):
+    """Start a deploy of CONFIG and SIGKILL its controller as soon as PATH on the host is replaced (a new inode: the
+    role writes its files by rename), seen from the host's mount namespace every 5 ms; returns (killed, output). A
+    deploy that ends before it is not killed."""
+    watcher = subprocess.Popen(['nsenter', '-t', str(node['leader']), '-m', '--', '/usr/bin/python3', '-c', WATCH_REPLACED,
+                                path], stdout=subprocess.PIPE, text=True)
+    try:
+        assert watcher.stdout.readline() == 'watching\n', 'the watcher of %s did not start' % path
+        proc, dummy = start(node, tag, ['-v'], by_step, **config)
+        seen = []
+        reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
+        reader.start()
+        lines = queue.Queue()
+        threading.Thread(target=lambda: lines.put(watcher.stdout.readline()), daemon=True).start()
+        killed = False
+        while proc.poll() is None:
+            try:
+                if lines.get(timeout=0.5) == 'replaced\n':
+                    kill_controller(proc)
+                    killed = True
+                break
+            except queue.Empty:
+                continue
+        proc.wait(timeout=120)
+        reader.join(timeout=60)
+        proc.stdout.close()
+        return killed and proc.returncode == -9, ''.join(seen)
+    finally:
+        watcher.kill()
+        watcher.wait()
+
+
 def kill_before_the_restart(node, attempts=3):
     """Deploy the base configuration, then a change one task per step, SIGKILLed (the controller and its task workers)
-    at the restart step's header: files new, server old. A kill that lands after the restart module was dispatched
-    (a loaded machine: the worker had already sent it) leaves the unit restarting; then the unit settles and the round
-    runs again. Returns the unit's state before the change and right after the kill."""
+    once its new unit file is on the host (kill_when_replaced): files new, server old. A kill that lands after the
+    restart module was dispatched anyway leaves the unit restarting; then the unit settles and the round runs again.
+    Returns the unit's state before the change and right after the kill."""
     for attempt in range(attempts):
         base = deploy(node, 'kill-base-%d' % attempt, recording=READY)
         assert base['rc'] == 0, base['log'][-4000:]
         before = show(node, 'InvocationID', 'RestartUSec')
-        proc, dummy = start(node, 'kill-mid-%d' % attempt, by_step=True, recording=READY, sglang_service_restart_sec=11)
-        seen = []
-        for line in proc.stdout:
-            seen.append(line)
-            if 'Restart SGLang if the plan says so, and start it' in line:  # the restart step's header
-                kill_controller(proc)
-                break
-        proc.wait(timeout=60)
-        assert proc.returncode == -9, ''.join(seen)[-4000:]
+        landed, log = kill_when_replaced(node, 'kill-mid-%d' % attempt, dict(recording=READY, sglang_service_restart_sec=11),
+                                         UNIT)
+        assert landed, log[-4000:]
         # the unit's state once the module the worker may already have sent has ended (in ci-c, read while it ran: the
         # old start active, then restarted by that module, and the rerun found nothing to restart)
         settled(node)

@@ -34,7 +34,7 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang._sm120_patch import PATCH_FILES
 
 import test_faults as tf  # pylint: disable=import-error
-from test_faults import fh, kill_controller, remote, settled, show  # noqa: F401  pylint: disable=import-error,unused-import
+from test_faults import fh, kill_controller, kill_when_replaced, remote, settled, show  # noqa: F401  pylint: disable=import-error,unused-import
 
 # test_faults' skip conditions, and a group of its own: the file on one worker, its module-scoped set-up runs once
 pytestmark = [mark for mark in tf.pytestmark if mark.name != 'xdist_group'] + [pytest.mark.xdist_group('test_faults_kill')]
@@ -305,60 +305,6 @@ def test_a_controller_killed_inside_the_restart_leaves_the_unit_to_start_without
     assert started['RestartUSec'] == '%ds' % CONFIGS[fault.target]['sglang_service_restart_sec']
     fault.converges('rerun-inside')
     assert show(host, 'InvocationID')['InvocationID'] == started['InvocationID']   # the rerun waited for that start
-
-
-# Every file new and the server not yet restarted: the controller is killed as soon as the new unit file (the last
-# file a changing deploy writes, before its restart step) replaces the old one on the host, in a deploy run one task per
-# step (between the configure step's last module and the restart's dispatch: the module's exit, its result's way back,
-# the restart task's start and its worker's fork). Killed at the restart step's header instead, the kill came after the
-# restart module's dispatch in every CI run at load 10 (runs ci-base and ci-v1, 2026-12-04: both cases skipped): the
-# worker needs only milliseconds from that header to the dispatch.
-WATCH_REPLACED = r"""
-import os, sys, time
-path = sys.argv[1]
-first = os.stat(path).st_ino
-print("watching", flush=True)
-while True:
-    try:
-        if os.stat(path).st_ino != first:
-            break
-    except FileNotFoundError:
-        pass
-    time.sleep(0.005)
-print("replaced", flush=True)
-"""
-
-
-def kill_when_replaced(node, tag, config, path, by_step=True):
-    """Start a deploy of CONFIG and SIGKILL its controller as soon as PATH on the host is replaced (a new inode: the
-    role writes its files by rename), seen from the host's mount namespace every 5 ms; returns (killed, output). A
-    deploy that ends before it is not killed."""
-    watcher = subprocess.Popen(['nsenter', '-t', str(node['leader']), '-m', '--', '/usr/bin/python3', '-c', WATCH_REPLACED,
-                                path], stdout=subprocess.PIPE, text=True)
-    try:
-        assert watcher.stdout.readline() == 'watching\n', 'the watcher of %s did not start' % path
-        proc, dummy = tf.start(node, tag, ['-v'], by_step, **config)
-        seen = []
-        reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
-        reader.start()
-        lines = queue.Queue()
-        threading.Thread(target=lambda: lines.put(watcher.stdout.readline()), daemon=True).start()
-        killed = False
-        while proc.poll() is None:
-            try:
-                if lines.get(timeout=0.5) == 'replaced\n':
-                    kill_controller(proc)
-                    killed = True
-                break
-            except queue.Empty:
-                continue
-        proc.wait(timeout=120)
-        reader.join(timeout=60)
-        proc.stdout.close()
-        return killed and proc.returncode == -9, ''.join(seen)
-    finally:
-        watcher.kill()
-        watcher.wait()
 
 
 @pytest.mark.parametrize('damage', ['skip_unchanged=false', 'truncated record'])
