@@ -47,10 +47,10 @@ BASE_REQUIREMENTS = (
     'sentencepiece', 'starlette', 'tqdm',
 )
 PIP_TIMEOUT = 1800
-# pip's options for every install here. --no-compile: pip byte-compiles every file it installs (torch's, each release's
-# sglang and transformers), about a third of a cold build's CPU; an import compiles what it loads, once (the
-# directories are writable), and the parsers load a small part of it.
-PIP = ('-m', 'pip', 'install', '--disable-pip-version-check', '-q', '--no-compile')
+# pip install's options for every install here. --no-compile: pip byte-compiled every file it installed (torch's, each
+# release's sglang and transformers: ~19 of the venv's 87 CPU-s, ~9 of a release's transformers' 15, measured
+# 2026-12-04); an import compiles what it loads, once (the directories are writable), and the parsers load a small part.
+PIP_INSTALL = ('-m', 'pip', 'install', '--disable-pip-version-check', '-q', '--no-compile')
 
 # One interpreter for all releases: torch and torchvision (the same for every release, from the venv; ~6 of the ~14
 # CPU-s a release's dump costs) are imported once, then each release is dumped in a fork of its own with its own
@@ -186,7 +186,7 @@ def _venv_python() -> Path:
     proc = _run([base_python(), '-m', 'venv', str(root)])
     if proc.returncode != 0:
         raise RuntimeError('could not create the venv %s: %s' % (root, proc.stderr))
-    proc = _run([str(python), *PIP, *BASE_REQUIREMENTS])
+    proc = _run([str(python), *PIP_INSTALL, *BASE_REQUIREMENTS])
     if proc.returncode != 0:
         raise RuntimeError('pip could not install the packages SGLang\'s server_args imports into %s (rc=%s); needs PyPI.\n%s'
                            % (root, proc.returncode, (proc.stdout + proc.stderr)[-4000:]))
@@ -221,7 +221,7 @@ def _release_dir(python, version):
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=str(final.parent), prefix='.t-%s-' % version))
     try:
-        proc = _run([str(python), *PIP, '--no-deps', '--no-index',
+        proc = _run([str(python), *PIP_INSTALL, '--no-deps', '--no-index',
                      '--find-links', str(wheel.parent), '--target', str(tmp / 'pkg'), 'sglang==%s' % version])
         if proc.returncode != 0:
             raise RuntimeError('pip install --no-deps sglang==%s failed:\n%s' % (version, (proc.stdout + proc.stderr)[-4000:]))
@@ -229,7 +229,7 @@ def _release_dir(python, version):
         if pin:
             # transformers checks its own pins (tokenizers, huggingface-hub) at import time: install it with them,
             # in its own directory (pip --target does not merge into a directory that already has bin/)
-            proc = _run([str(python), *PIP, '--target', str(tmp / 'deps'),
+            proc = _run([str(python), *PIP_INSTALL, '--target', str(tmp / 'deps'),
                          'transformers==%s' % pin])
             if proc.returncode != 0:
                 raise RuntimeError('pip install transformers==%s (pinned by SGLang %s) failed:\n%s'
@@ -249,7 +249,7 @@ def _dump(python, jobs, fresh=False):
     env = dict(os.environ, CUDA_VISIBLE_DEVICES='', PYTHONWARNINGS='ignore')
     env.pop('PYTHONPATH', None)
     env.pop('LLMOPS_ARGPARSE_FRESH', None)
-    # the cached directories are installed without byte code (PIP): the first dump writes what it imports, once
+    # the cached directories are installed without byte code (PIP_INSTALL): the first dump writes what it imports, once
     env.pop('PYTHONDONTWRITEBYTECODE', None)
     if fresh:
         env.update(PYTHONPATH=os.pathsep.join(jobs[0]['path']), LLMOPS_ARGPARSE_FRESH='1')

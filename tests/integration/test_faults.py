@@ -304,15 +304,15 @@ print("replaced", flush=True)
 """
 
 
-def kill_when_replaced(node, tag, config, path, by_step=True):
-    """Start a deploy of CONFIG and SIGKILL its controller as soon as PATH on the host is replaced (a new inode: the
-    role writes its files by rename), seen from the host's mount namespace every 5 ms; returns (killed, output). A
-    deploy that ends before it is not killed."""
+def kill_when_replaced(node, tag, config, path):
+    """Start a deploy of CONFIG, one task per step, and SIGKILL its controller as soon as PATH on the host is replaced (a
+    new inode: the role writes its files by rename), seen from the host's mount namespace every 5 ms; returns (killed,
+    output). A deploy that ends before it is not killed."""
     watcher = subprocess.Popen(['nsenter', '-t', str(node['leader']), '-m', '--', '/usr/bin/python3', '-c', WATCH_REPLACED,
                                 path], stdout=subprocess.PIPE, text=True)
     try:
         assert watcher.stdout.readline() == 'watching\n', 'the watcher of %s did not start' % path
-        proc, dummy = start(node, tag, ['-v'], by_step, **config)
+        proc, dummy = start(node, tag, ['-v'], True, **config)
         seen = []
         reader = threading.Thread(target=lambda: seen.extend(proc.stdout), daemon=True)
         reader.start()
@@ -321,12 +321,13 @@ def kill_when_replaced(node, tag, config, path, by_step=True):
         killed = False
         while proc.poll() is None:
             try:
-                if lines.get(timeout=0.5) == 'replaced\n':
-                    kill_controller(proc)
-                    killed = True
-                break
+                line = lines.get(timeout=0.5)
             except queue.Empty:
                 continue
+            if line == 'replaced\n':   # else the watcher ended without a replacement: no kill
+                kill_controller(proc)
+                killed = True
+            break
         proc.wait(timeout=120)
         reader.join(timeout=60)
         proc.stdout.close()

@@ -39,7 +39,7 @@ from test_faults import fh, kill_controller, kill_when_replaced, remote, settled
 # test_faults' skip conditions, and a group of its own: the file on one worker, its module-scoped set-up runs once
 pytestmark = [mark for mark in tf.pytestmark if mark.name != 'xdist_group'] + [pytest.mark.xdist_group('test_faults_kill')]
 
-UNIT = '/etc/systemd/system/sglang.service'
+UNIT = tf.UNIT
 FILES = {'unit': UNIT, 'environment': '/etc/sglang/sglang.env', 'secret environment': '/etc/sglang/sglang.secret.env',
          'API key': '/etc/sglang/sglang.secret-args.yaml', 'deployment record': tf.STAMP}
 SGLANG = '/opt/sglang/venv/lib/python3*/site-packages/sglang'
