@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # one place for booting hosts, running a step with a timeout, reading the recap and the hosts' CPU, the per-task timer
 from fleet_deploy import (  # noqa: E402  pylint: disable=wrong-import-position
-    FLEET, BenchError, baseline_tree, cgroup_roots, collection_path, host_cpu, prepare, recap, run)
+    FLEET, BenchError, baseline_tree, cgroup_roots, collection_path, host_cpu, poll_interval, prepare, recap, run)
 
 UNCHANGED_SUMMARY = 'deploy: %d host%s, %d ready (%d unchanged)'
 
@@ -113,7 +113,8 @@ def report(results: dict[str, list[dict]], args: argparse.Namespace) -> str:
     return '\n'.join(out)
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with the settings fleet_deploy.prepare() reads (its deploy's settings, fixed here)."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n', 1)[0])
     parser.add_argument('--baseline-rev', default='main', help='git revision to compare with (default: main)')
     parser.add_argument('--hosts', type=int, default=1, help='test hosts per collection (default 1)')
@@ -121,10 +122,17 @@ def main() -> int:
     parser.add_argument('--prefix', default='nochg', help='host name prefix, unique to this benchmark')
     parser.add_argument('--work-dir', default='/var/tmp/llmops-bench-no-change')
     parser.add_argument('--markdown', action='store_true')
-    args = parser.parse_args()
-    # the settings fleet_deploy.prepare() reads
+    parser.add_argument('--internal-poll-interval', type=poll_interval, default=0.05,
+                        help="ansible.cfg internal_poll_interval, seconds (default 0.05, the README's ansible.cfg; "
+                             "'core': ansible-core's default)")
+    args = parser.parse_args(argv)
     args.wait_timeout, args.max_seconds, args.recording = 300, 8, 'rocm-tp2-multimodal-ready-no-cuda-graph'
     args.forks = max(10, args.hosts)
+    return args
+
+
+def main() -> int:
+    args = parse_args()
     env = dict(os.environ)
     env.setdefault('LLMOPS_FLEET_DIR', '/var/tmp/llmops-fleet')
     fleet = Path(env['LLMOPS_FLEET_DIR'])

@@ -99,7 +99,7 @@ def report_peer_failure(deployment, host, res, node_rank):
     """Tell the other ranks of this deployment (same ansible-playbook run) how this rank ended (failed or ready)."""
     path = _peer_dir(deployment)
     os.makedirs(path, exist_ok=True)
-    record = dict((k, res.get(k)) for k in ('status', 'stage', 'signature', 'error_line', 'msg'))
+    record = dict((k, res.get(k)) for k in ('status', 'stage', 'signature', 'error_line', 'root_cause', 'msg'))
     record.update(host=host, node_rank=node_rank)
     tmp = os.path.join(path, '.%s.json.tmp' % host)
     with open(tmp, 'w', encoding='utf-8') as f:
@@ -141,6 +141,7 @@ def peer_failed_result(host, res, peer, deployment):
         ready=False,
         signature=peer.get('signature') or peer.get('status'),
         error_line=peer.get('error_line'),
+        root_cause=peer.get('root_cause'),
         peer_failure=peer,
         msg='SGLang deployment %s failed on rank %s (%s): %s; %s stopped waiting at stage %s (node rank %s)'
             % (deployment, peer.get('node_rank'), peer.get('host'), peer.get('msg') or peer.get('status'), host,

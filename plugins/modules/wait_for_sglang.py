@@ -337,6 +337,15 @@ error_lineno:
   returned: always
   type: int
   sample: 412
+root_cause:
+  description: The root cause of the crash as its log line, the one the message names after C(root cause:) and the run's
+    table shows; the most specific exception or C(what()) line of the crash's traceback (in a chained traceback the
+    exception that names the cause, not the wrapper raised from it), else the last exception line of RV(error_context).
+    For a rank that stopped because another rank of its deployment failed, that rank's. Null unless crashed, or when
+    the log has no exception line.
+  returned: always
+  type: str
+  sample: "huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name' or 'namespace/repo_name'"
 error_context:
   description: The traceback or the lines around RV(error_line) (at most about 40 lines); empty unless crashed.
   returned: always

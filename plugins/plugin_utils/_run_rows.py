@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ansible_collections.llmops.sglang.plugins.module_utils.wait._report import root_cause
 from ansible_collections.llmops.sglang.plugins.plugin_utils._run_report import Column, HostRow, Part, first_sentence, one_line
 
 # Set by the deploy and check playbooks' rescue when a task of the run failed: {task: name, msg: message}.
@@ -68,9 +67,9 @@ def fill_wait(row: HostRow, wait: Dict[str, Any]) -> None:
 
 
 def _crash_line(wait: Dict[str, Any]) -> str:
-    """The root cause (last exception line of the error context), else the line that proves the crash, without
+    """The wait's root cause (the exception its message names), else the line that proves the crash, without
     SGLang's "[date time TPn]" prefix; the exit reason when there is neither."""
-    line = (root_cause(wait.get('error_context')) or wait.get('error_line') or '').strip()
+    line = (wait.get('root_cause') or wait.get('error_line') or '').strip()
     if line.startswith('[') and '] ' in line:
         line = line.split('] ', 1)[1]
     if line:

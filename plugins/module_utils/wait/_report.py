@@ -156,6 +156,8 @@ class Report:
         if crashed and st.ready_at is not None and not out["error_line"]:
             out["error_line"] = res.get("post_ready_line")
         self.cause = res.get("root_cause") or root_cause(out["error_context"])
+        # the run's table reads it from here: the controller need not load the classifier to find it again
+        out["root_cause"] = self.cause if crashed else None
         out["msg"] = self.message(out, res.get("last_line"))
         return out
 

@@ -374,6 +374,21 @@ def test_cut_short_traceback_is_not_sent_to_its_last_line(tmp_path):
                                             pid=999999999))
     assert res["status"] == "crashed"
     assert "the traceback was cut short" in res["msg"] and "its last line names the root cause" not in res["msg"]
+    assert res["root_cause"] is None
+
+
+def test_root_cause_is_the_one_the_message_names(tmp_path):
+    """A chained traceback (transformers re-raises the hub's error as OSError): the result's root_cause, which the run's
+    table shows, is the exception the message names after "root cause:", not the wrapper on the traceback's last line."""
+    log = tmp_path / "server.log"
+    log.write_bytes(corpus_bytes("bad-model-path-oserror-no-timestamps"))
+    res, _state = run_until_done(WaitParams(log_path=str(log), log_offset=0, timeout=10, stall_timeout=0, sleep=0.1,
+                                            pid=999999999))
+    assert res["status"] == "crashed"
+    assert res["root_cause"].startswith("huggingface_hub.errors.HFValidationError: Repo id must be in the form")
+    # the traceback's last exception line, the one the table showed before
+    assert [x for x in res["error_context"] if x.startswith(("OSError: ", "huggingface_hub."))][-1].startswith("OSError: ")
+    assert 'root cause: "%s' % res["root_cause"][:60] in res["msg"]
 
 
 # ------------------------------------------------------------------------------------------------ node rank >= 1

@@ -22,9 +22,10 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._deploy_result impor
 CRASH = {'status': 'crashed', 'ready': False, 'elapsed': 5.3, 'stage': 'cuda_graph', 'signature': 'cuda_oom',
          'error_line': '[2025-11-02 10:01:58 TP0] Scheduler hit an exception: Traceback (most recent call last):',
          'msg': 'SGLang on node1 crashed after 5.3s at stage cuda_graph: cuda_oom: "..."',
-         # the reason is the root cause, the traceback's last exception line, not the line that opened the traceback
          'error_context': ['Traceback (most recent call last):'] + ['  File "x.py", line 1, in f'] * 30
-         + ['torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.']}
+         + ['torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.'],
+         # the reason is the wait's root cause, not the line that opened the traceback
+         'root_cause': 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.'}
 READY = {'status': 'ready', 'ready': True, 'elapsed': 12.4, 'stage': 'ready', 'signature': None, 'models': ['glm-5'],
          'msg': 'SGLang on node2 is ready after 12.4s; serving glm-5'}
 UNCHANGED = {'current': True, 'reasons': [], 'health': True, 'recorded_at': '2026-12-01T13:02:11Z', 'sglang_version': '0.5.9'}
@@ -78,6 +79,17 @@ def test_rows_from_what_the_deploy_registered():
     # JSON round trip keeps the row
     assert HostRow.from_json(rows['node1']).to_json() == rows['node1']
     assert HostRow.from_json(rows['node5']).to_json() == rows['node5']
+
+
+def test_a_crash_row_says_the_waits_root_cause_else_its_error_line():
+    """The row reads the root cause the wait found on the host (the controller does not load the log classifier to
+    find it again); a wait without one (a log with no exception line) gives the proving line without SGLang's prefix."""
+    chained = dict(CRASH, root_cause="huggingface_hub.errors.HFValidationError: Repo id must be in the form 'repo_name'",
+                   error_context=['Traceback (most recent call last):', "OSError: Repo id must be in the form 'repo_name'"])
+    cut_short = dict(CRASH, root_cause=None, error_context=['Traceback (most recent call last):'])
+    reasons = [build_row('node1', {'sglang_service_result': _deployed(w)}, DEPLOY_PARTS, True).reason
+               for w in (chained, cut_short)]
+    assert reasons == [chained['root_cause'], 'Scheduler hit an exception: Traceback (most recent call last):']
 
 
 def test_a_variable_of_the_role_with_a_bad_value_says_which_and_why_in_its_row():
