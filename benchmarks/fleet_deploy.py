@@ -18,8 +18,9 @@ this benchmark; only those are ever stopped), then runs with the ansible-core 2.
    install/configure task runs and finds nothing to do, then the readiness wait); must report changed=0 too.
 3. ansible -m ansible.builtin.ping over the same hosts (--ping-rounds rounds; the median is reported).
 
-Every ansible run reads an ansible.cfg with the README's internal_poll_interval = 0.05 (--internal-poll-interval;
-'core' runs with ansible-core's default of 1 ms, as this benchmark did before 2026-12-03 22:00 UTC).
+Every ansible run reads an ansible.cfg with the README's internal_poll_interval = 0.01 (--internal-poll-interval;
+'core' runs with ansible-core's default of 1 ms, as this benchmark did before 2026-12-03 22:00 UTC; 0.05 from then
+until 2026-12-04 22:00 UTC).
 
 Reported per N: wall times, parallel efficiency wall1(1)/wall1(N) (target: wall1(8) <= 1.1 x wall1(1)), second
 run / ping (target < 2), the CPU seconds the controller (ansible + ssh, reaped children) and the hosts (their
@@ -583,8 +584,8 @@ def main() -> int:
     ap.add_argument("--baseline-rev", help="also measure this git revision (fresh hosts, same run, alternately)")
     ap.add_argument("--cpu-target", type=float, default=1.5, help="controller CPU seconds per host of a first run")
     ap.add_argument("--json", help="write the raw results to this file")
-    ap.add_argument("--internal-poll-interval", type=poll_interval, default=0.05,
-                    help="ansible.cfg internal_poll_interval, seconds (default 0.05, the README's ansible.cfg; "
+    ap.add_argument("--internal-poll-interval", type=poll_interval, default=0.01,
+                    help="ansible.cfg internal_poll_interval, seconds (default 0.01, the README's ansible.cfg; "
                          "'core' for ansible-core's default, 0.001)")
     args = ap.parse_args()
 

@@ -122,8 +122,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--prefix', default='nochg', help='host name prefix, unique to this benchmark')
     parser.add_argument('--work-dir', default='/var/tmp/llmops-bench-no-change')
     parser.add_argument('--markdown', action='store_true')
-    parser.add_argument('--internal-poll-interval', type=poll_interval, default=0.05,
-                        help="ansible.cfg internal_poll_interval, seconds (default 0.05, the README's ansible.cfg; "
+    parser.add_argument('--internal-poll-interval', type=poll_interval, default=0.01,
+                        help="ansible.cfg internal_poll_interval, seconds (default 0.01, the README's ansible.cfg; "
                              "'core': ansible-core's default)")
     args = parser.parse_args(argv)
     args.wait_timeout, args.max_seconds, args.recording = 300, 8, 'rocm-tp2-multimodal-ready-no-cuda-graph'

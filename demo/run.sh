@@ -126,10 +126,10 @@ export ANSIBLE_CALLBACK_RESULT_FORMAT=yaml
 export ANSIBLE_LOG_PATH="$log"
 # the log also keeps the lines that are -v on the screen (a host's passed pre-flight, its SM120 patch state, ...)
 export ANSIBLE_LOG_VERBOSITY=1
-# README's ansible.cfg: the controller looks for the hosts' results every 50 ms, not every 1 ms (less controller CPU
+# README's ansible.cfg: the controller looks for the hosts' results every 10 ms, not every 1 ms (less controller CPU
 # while a task waits; the key has no environment variable). A configuration of the user's own (ANSIBLE_CONFIG) wins.
 if [[ -z ${ANSIBLE_CONFIG:-} ]]; then
-  printf '# written by demo/run.sh\n[defaults]\ninternal_poll_interval = 0.05\n' >"$dir/ansible.cfg"
+  printf '# written by demo/run.sh\n[defaults]\ninternal_poll_interval = 0.01\n' >"$dir/ansible.cfg"
   export ANSIBLE_CONFIG="$dir/ansible.cfg"
 fi
 

@@ -254,10 +254,12 @@ if command -v pyenv >/dev/null 2>&1; then
 fi
 export HOME=$CI_DIR/home
 mkdir -p "$HOME"
-# README's ansible.cfg polls the hosts' results every 50 ms (ansible-core's default: 1 ms, burning controller CPU while
-# a task waits); the pytest tier's ansible-playbook runs read it from ~/.ansible.cfg (a key without an environment
-# variable), molecule's from extensions/molecule/config.yml
-printf '# written by tests/run-all.sh: README ansible.cfg polling\n[defaults]\ninternal_poll_interval = 0.05\n' \
+# The suite polls the hosts' results every 50 ms (ansible-core's default: 1 ms, burning controller CPU while a task
+# waits). README's ansible.cfg says 10 ms, which answers a task sooner at the same CPU in a deploy; the suite keeps
+# every CPU busy, where a task's result waits for a CPU anyway and only the spin's CPU counts. The pytest tier's
+# ansible-playbook runs read it from ~/.ansible.cfg (a key without an environment variable), molecule's from
+# extensions/molecule/config.yml
+printf '# written by tests/run-all.sh: the suite polling\n[defaults]\ninternal_poll_interval = 0.05\n' \
     >"$HOME/.ansible.cfg"
 # molecule's prerun (off since extensions/molecule/config.yml says prerun: false) installed the collection under test
 # into ~/.ansible/collections; a copy left there by an earlier run would shadow this checkout for ansible-lint, which

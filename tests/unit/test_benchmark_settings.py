@@ -33,7 +33,7 @@ def test_every_setting_prepare_reads_is_set():
     assert sorted(n for n in wanted if not hasattr(args, n)) == []
 
 
-def test_poll_interval_is_the_readmes_unless_asked():
-    assert no_change_deploy.parse_args([]).internal_poll_interval == 0.05
+def test_the_command_line_sets_polling_and_forks():
+    """The default polling is README's (tests/unit/docs/test_readme.py holds it); 'core' is ansible-core's."""
     assert no_change_deploy.parse_args(['--internal-poll-interval', 'core']).internal_poll_interval is None
     assert no_change_deploy.parse_args(['--hosts', '12']).forks == 12

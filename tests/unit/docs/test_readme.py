@@ -115,3 +115,17 @@ def test_docs_quote_sglang_0_5_9_source_lines_as_the_messages_give_them():
     values = sglang_wheels.server_flags('0.5.9')['values']
     for flag, places in quoted.items():
         assert places == {values[flag]['source']}, (flag, places)
+
+
+def test_readmes_ansible_cfg_is_what_the_demo_and_the_deploy_benchmarks_run_with():
+    """README's internal_poll_interval is the one demo/run.sh writes and the deploy benchmarks measure by default (their
+    figures are README's configuration's); tests/run-all.sh keeps its own and says why."""
+    (readme,) = [float(v) for block in code_blocks(README, 'ini')
+                 for v in re.findall(r'^internal_poll_interval = ([0-9.]+)$', block, re.M)]
+    demo = re.findall(r'internal_poll_interval = ([0-9.]+)', (ROOT / 'demo' / 'run.sh').read_text(encoding='utf-8'))
+    sys.path.insert(0, str(ROOT / 'benchmarks'))
+    import no_change_deploy  # noqa: E402  pylint: disable=import-outside-toplevel,import-error
+    defaults = [float(re.search(r'--internal-poll-interval", type=poll_interval, default=([0-9.]+)',
+                                (ROOT / 'benchmarks' / 'fleet_deploy.py').read_text(encoding='utf-8')).group(1)),
+                no_change_deploy.parse_args([]).internal_poll_interval]
+    assert [float(v) for v in demo] + defaults == [readme] * 3
