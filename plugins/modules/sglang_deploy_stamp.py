@@ -283,12 +283,28 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _insta
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang import _probe as probe
 
 
-def _sglang_now(module):
+def _recorded_install(python, record):
+    """The query's SGLang read where the record found it, without starting the interpreter (its ~20 ms of the host's
+    CPU in every no-change check): only while that directory still holds SGLang below the interpreter's prefix (the
+    venv). A release installed over it changes its dist-info, read here; an uninstall removes it, and the interpreter
+    locates again. None when the record names no such directory."""
+    path = ((record or {}).get('sglang') or {}).get('path')
+    if not path or not path.startswith(os.path.dirname(os.path.dirname(_install.resolve_python(python))) + os.sep):
+        return None
+    try:
+        return _install.locate(python, None, sglang_path=path)
+    except _install.InstallError:
+        return None
+
+
+def _sglang_now(module, record):
     python = module.params['python']
     if not python:
         return None
     try:
-        install = _install.locate(python, _command.module_runner(module))
+        # a record is written from what the interpreter locates (state present), never from the shortcut
+        install = (_recorded_install(python, record) if module.params['state'] == 'query' else None) \
+            or _install.locate(python, _command.module_runner(module))
     except _install.InstallError:
         # Not installed (yet): a first deploy creates the venv. Recorded and compared as "not installed".
         return None
@@ -365,7 +381,7 @@ def main():
             module.warn('The deployment record %s was damaged (%s); %s.' % (
                 p['path'], record['damaged']['why'], 'it was kept as %s' % record['damaged']['kept_as']
                 if record['damaged']['kept_as'] else 'check mode left it in place'))
-        sglang = _sglang_now(module)
+        sglang = _sglang_now(module, record)
         unit_state = _unit_now(module)
         invocation = (unit_state or {}).get('InvocationID') or None
         process = None if p['restored'] else _process_now(module, unit_state, sglang)

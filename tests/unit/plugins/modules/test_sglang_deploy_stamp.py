@@ -155,6 +155,28 @@ def test_another_sglang_version_is_named(capsys, host, venv, tmp_path):
         os.rename(str(moved), str(dist))
 
 
+def test_the_query_reads_the_recorded_sglang_without_starting_the_interpreter(capsys, host, venv, tmp_path):
+    """A no-change query reads SGLang where the record found it; the interpreter (here a real wrapper that counts its
+    starts and runs the venv's python) locates it only to write the record and once that directory no longer holds
+    SGLang."""
+    starts = tmp_path / 'starts'
+    counted = Path(venv['python']).parent / 'python-counted'
+    counted.write_text('#!/bin/sh\necho started >> %s\nexec %s "$@"\n' % (starts, venv['python']))
+    counted.chmod(0o755)
+    args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files'], 'python': str(counted)}
+    run_module(capsys, dict(args, state='present'))
+    res = run_module(capsys, args)
+    assert (res['current'], res['sglang_version'], starts.read_text().count('started')) == (True, '0.5.9', 1)
+    package = venv['site'] / 'sglang'
+    os.rename(str(package), str(package) + '.away')
+    try:
+        res = run_module(capsys, args)
+        assert (res['reasons'], res['sglang_version'], starts.read_text().count('started')) == (['SGLang was removed'], None, 2)
+    finally:
+        os.rename(str(package) + '.away', str(package))
+        counted.unlink()
+
+
 def test_interpreter_without_sglang_counts_as_not_installed(capsys, host, venv):
     args = {'path': host['path'], 'inputs': host['inputs'], 'files': host['files']}
     run_module(capsys, dict(args, state='present', python=venv['python']))
