@@ -91,12 +91,14 @@ import gzip
 import json
 import os
 import re
+import select
 import signal
 import socket
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import NoReturn
 
 # beside this file: the recorded performance profile (--profile) and generation pacing; also when loaded by path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -794,6 +796,21 @@ def read_config(path: str) -> list[str]:
     return words
 
 
+def idle_until_signalled() -> NoReturn:
+    """Sleep in the main thread until a signal's Python handler ends the process (SIGINT, SIGTERM before serving) and
+    forever otherwise. The kernel may deliver SIGTERM to any thread (the HTTP server's, the watchdog's); Python runs the
+    handler in the main thread only, so a main thread in time.sleep() would run it when the sleep ends: the drain never
+    started in a run at load 10 (/health 200 for 8 s after SIGTERM). The C-level handler writes the signal number to the
+    wakeup fd from whichever thread received it, and select() here returns to run the Python handler at once, as
+    SGLang's event loop does with its own wakeup fd."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    while True:
+        select.select([wake_r], [], [])
+        os.read(wake_r, 512)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, _ignored = parser.parse_known_args(argv)
@@ -903,8 +920,7 @@ def run(args, recording, state, entry, outcome, signature, serving):  # pylint: 
             if server is not None:
                 server.server_close()
             return 1
-        while True:
-            time.sleep(3600)
+        idle_until_signalled()
     if outcome == 'crashed':
         if server is not None:
             server.server_close()
@@ -912,8 +928,7 @@ def run(args, recording, state, entry, outcome, signature, serving):  # pylint: 
             state.children.kill()
             os.kill(os.getpid(), signal.SIGKILL)
         return 1
-    while True:  # stalled
-        time.sleep(3600)
+    idle_until_signalled()  # stalled
 
 
 if __name__ == '__main__':
