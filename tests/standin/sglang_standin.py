@@ -796,19 +796,29 @@ def read_config(path: str) -> list[str]:
     return words
 
 
-def idle_until_signalled() -> NoReturn:
-    """Sleep in the main thread until a signal's Python handler ends the process (SIGINT, SIGTERM before serving) and
-    forever otherwise. The kernel may deliver SIGTERM to any thread (the HTTP server's, the watchdog's); Python runs the
-    handler in the main thread only, so a main thread in time.sleep() would run it when the sleep ends: the drain never
-    started in a run at load 10 (/health 200 for 8 s after SIGTERM). The C-level handler writes the signal number to the
-    wakeup fd from whichever thread received it, and select() here returns to run the Python handler at once, as
-    SGLang's event loop does with its own wakeup fd."""
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    while True:
-        select.select([wake_r], [], [])
-        os.read(wake_r, 512)
+class SignalWake:
+    """The main thread's sleeps, cut short by a signal whichever thread the kernel hands it to.
+
+    Python runs a signal's handler in the main thread only, and the kernel may deliver SIGTERM to any thread (the HTTP
+    server's, the watchdog's): a main thread in time.sleep() then runs the handler when its sleep ends. In a run at
+    load 10 the drain never started (/health 200 for 8 s after SIGTERM, the main thread in an hour's sleep). The C-level
+    handler writes to the wakeup fd from whichever thread took the signal, and the select() here returns, as SGLang's
+    event loop does with its own wakeup fd."""
+
+    def __init__(self) -> None:
+        self._read, write = os.pipe()
+        os.set_blocking(write, False)
+        signal.set_wakeup_fd(write)
+
+    def sleep(self, seconds: float | None = None) -> None:
+        """Up to SECONDS (None: until a signal); returns at once on a signal, whose handler then runs."""
+        if select.select([self._read], [], [], seconds)[0]:
+            os.read(self._read, 512)
+
+    def idle(self) -> NoReturn:
+        """Until a signal's handler ends the process (SIGINT; SIGTERM before serving), forever otherwise."""
+        while True:
+            self.sleep()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -832,6 +842,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
+    wake = SignalWake()
 
     entry = None
     if args.profile:
@@ -860,12 +871,12 @@ def main(argv: list[str] | None = None) -> int:
     state = State(args, recording)
     state.children.spawn(args.children, args.gpu_device, args.sigterm_while_loading == 'ignore')
     try:
-        return run(args, recording, state, entry, outcome, signature, serving)
+        return run(args, recording, state, entry, outcome, signature, serving, wake)
     finally:
         state.children.kill()
 
 
-def run(args, recording, state, entry, outcome, signature, serving):  # pylint: disable=too-many-arguments
+def run(args, recording, state, entry, outcome, signature, serving, wake):  # pylint: disable=too-many-arguments
     """Replay the recording and behave as it did (main's body once the recording is read)."""
     if entry is not None and not entry.get('crash'):
         state.pacing = standin_profile.Pacer(entry)
@@ -898,9 +909,8 @@ def run(args, recording, state, entry, outcome, signature, serving):  # pylint: 
     offsets = schedule(segments, max(0.0, args.max_seconds), args.time_scale)
     t0 = time.monotonic()
     for seg, off in zip(segments, offsets):
-        delay = t0 + off - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
+        while t0 + off > time.monotonic():  # a signal cuts the sleep short (its handler runs); the pace holds
+            wake.sleep(max(0.0, t0 + off - time.monotonic()))
         if args.node_rank > 0 and (LISTEN_LINE in seg or b'Application startup' in seg or READY_LINE in seg):
             # SGLang ranks >= 1 of a multi-node server run no HTTP server and never log the ready line.
             outcome = 'stalled' if outcome == 'ready' else outcome
@@ -920,7 +930,7 @@ def run(args, recording, state, entry, outcome, signature, serving):  # pylint: 
             if server is not None:
                 server.server_close()
             return 1
-        idle_until_signalled()
+        wake.idle()
     if outcome == 'crashed':
         if server is not None:
             server.server_close()
@@ -928,7 +938,7 @@ def run(args, recording, state, entry, outcome, signature, serving):  # pylint: 
             state.children.kill()
             os.kill(os.getpid(), signal.SIGKILL)
         return 1
-    idle_until_signalled()  # stalled
+    wake.idle()  # stalled
 
 
 if __name__ == '__main__':

@@ -502,7 +502,7 @@ def test_sigterm_drains_in_flight_and_new_requests_then_exits_as_sglang_does(tmp
     sent_term = time.monotonic()
     # a bound for a loaded machine (it failed at 2 s with the CI's other steps beside it); the poll ends at the 503.
     # What it saw is the failure's message: /health 200 for 8 s at load 10 was the stand-in's main thread asleep while
-    # another thread took the SIGTERM (idle_until_signalled)
+    # another thread took the SIGTERM (SignalWake)
     seen = []
 
     def draining():
