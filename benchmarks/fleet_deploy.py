@@ -561,6 +561,17 @@ def poll_interval(text: str) -> float | None:
     return value
 
 
+# README's ansible.cfg internal_poll_interval: what every ansible run of the deploy benchmarks reads by default
+README_POLL_INTERVAL = 0.01
+
+
+def add_poll_interval_option(parser: argparse.ArgumentParser) -> None:
+    """--internal-poll-interval, one definition for the deploy benchmarks (this file and no_change_deploy.py)."""
+    parser.add_argument("--internal-poll-interval", type=poll_interval, default=README_POLL_INTERVAL,
+                        help=f"ansible.cfg internal_poll_interval, seconds (default {README_POLL_INTERVAL:g}, the "
+                             "README's ansible.cfg; 'core' for ansible-core's default, 0.001)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--sizes", default="1,2,4,8", help="fleet sizes, comma separated (default 1,2,4,8)")
@@ -584,9 +595,7 @@ def main() -> int:
     ap.add_argument("--baseline-rev", help="also measure this git revision (fresh hosts, same run, alternately)")
     ap.add_argument("--cpu-target", type=float, default=1.5, help="controller CPU seconds per host of a first run")
     ap.add_argument("--json", help="write the raw results to this file")
-    ap.add_argument("--internal-poll-interval", type=poll_interval, default=0.01,
-                    help="ansible.cfg internal_poll_interval, seconds (default 0.01, the README's ansible.cfg; "
-                         "'core' for ansible-core's default, 0.001)")
+    add_poll_interval_option(ap)
     args = ap.parse_args()
 
     if os.geteuid() != 0:

@@ -32,7 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # one place for booting hosts, running a step with a timeout, reading the recap and the hosts' CPU, the per-task timer
 from fleet_deploy import (  # noqa: E402  pylint: disable=wrong-import-position
-    FLEET, BenchError, baseline_tree, cgroup_roots, collection_path, host_cpu, poll_interval, prepare, recap, run)
+    FLEET, BenchError, add_poll_interval_option, baseline_tree, cgroup_roots, collection_path, host_cpu, prepare, recap,
+    run)
 
 UNCHANGED_SUMMARY = 'deploy: %d host%s, %d ready (%d unchanged)'
 
@@ -122,9 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--prefix', default='nochg', help='host name prefix, unique to this benchmark')
     parser.add_argument('--work-dir', default='/var/tmp/llmops-bench-no-change')
     parser.add_argument('--markdown', action='store_true')
-    parser.add_argument('--internal-poll-interval', type=poll_interval, default=0.01,
-                        help="ansible.cfg internal_poll_interval, seconds (default 0.01, the README's ansible.cfg; "
-                             "'core': ansible-core's default)")
+    add_poll_interval_option(parser)
     args = parser.parse_args(argv)
     args.wait_timeout, args.max_seconds, args.recording = 300, 8, 'rocm-tp2-multimodal-ready-no-cuda-graph'
     args.forks = max(10, args.hosts)

@@ -124,8 +124,7 @@ def test_readmes_ansible_cfg_is_what_the_demo_and_the_deploy_benchmarks_run_with
                  for v in re.findall(r'^internal_poll_interval = ([0-9.]+)$', block, re.M)]
     demo = re.findall(r'internal_poll_interval = ([0-9.]+)', (ROOT / 'demo' / 'run.sh').read_text(encoding='utf-8'))
     sys.path.insert(0, str(ROOT / 'benchmarks'))
+    import fleet_deploy  # noqa: E402  pylint: disable=import-outside-toplevel,import-error
     import no_change_deploy  # noqa: E402  pylint: disable=import-outside-toplevel,import-error
-    defaults = [float(re.search(r'--internal-poll-interval", type=poll_interval, default=([0-9.]+)',
-                                (ROOT / 'benchmarks' / 'fleet_deploy.py').read_text(encoding='utf-8')).group(1)),
-                no_change_deploy.parse_args([]).internal_poll_interval]
+    defaults = [fleet_deploy.README_POLL_INTERVAL, no_change_deploy.parse_args([]).internal_poll_interval]
     assert [float(v) for v in demo] + defaults == [readme] * 3
